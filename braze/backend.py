@@ -1,0 +1,114 @@
+"""The ``torch.compile`` entry point.
+
+Takes: an FX graph from TorchDynamo and its example inputs (and
+``options={...}``, which patch ``braze.config`` for this compiled function).
+Gives: a callable built through AOTAutograd: braze's decomposition table, the
+min-cut rematerialization partitioner, input mutations kept in the graph, and
+braze compiling the forward, backward and inference graphs.
+
+A graph braze fails on runs eagerly with one warning naming the op, unless
+``config.strict`` is set: then ``BrazeError`` names the op, its input shapes and
+dtypes. Graphs with symbolic sizes are compiled once per concrete shape.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+from braze import config
+from braze.compiler import BrazeError, CompiledGraph, compile_graph
+from braze.decompositions import table
+from braze.lower import LoweringError
+
+_warned: set = set()
+_listeners: list = []  # callables receiving each CompiledGraph (braze.explain)
+
+
+def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
+    options = dict(options or {})
+    with config.patch(**options):  # reject unknown knobs now, not at first backward
+        pass
+    compilers = {kind: functools.partial(_compile_boxed, kind, options)
+                 for kind in ("forward", "backward", "inference")}
+    return aot_autograd(
+        fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
+        inference_compiler=compilers["inference"], decompositions=table(),
+        partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+
+
+def _compile_boxed(kind: str, options: dict, gm: torch.fx.GraphModule, example_inputs):
+    with config.patch(**options):
+        if _has_symbolic_sizes(gm):
+            if not config.specialize_dynamic:
+                return _fail(gm, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
+            from braze.runtime.specialize import Specializing
+            return make_boxed_func(Specializing(gm, kind, options, compile_or_fallback))
+        return compile_or_fallback(gm, kind)
+
+
+def compile_or_fallback(gm: torch.fx.GraphModule, kind: str):
+    """braze's compiled graph (boxed), or the graph itself run eagerly after a warning."""
+    try:
+        compiled = compile_graph(gm, kind)
+    except Exception as exc:  # never crash the user's program, unless strict
+        return _fail(gm, kind, exc)
+    for listener in list(_listeners):
+        listener(compiled)
+    _debug(compiled)
+    return _boxed(compiled)
+
+
+def _boxed(compiled: CompiledGraph):
+    run = compiled.run
+
+    def call(args):
+        return run(args)
+    call._boxed_call = True
+    call.compiled = compiled
+    return call
+
+
+def _fail(gm, kind: str, exc: Exception):
+    message = _describe_failure(exc)
+    if config.strict:
+        if isinstance(exc, BrazeError):
+            raise exc
+        raise BrazeError(message) from exc
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(f"braze: running a {kind} graph eagerly: {message}", stacklevel=2)
+    for listener in list(_listeners):
+        listener(("failed", kind, message))
+    return make_boxed_func(gm.forward)
+
+
+def _describe_failure(exc: Exception) -> str:
+    if isinstance(exc, LoweringError):
+        return f"{exc.op} with inputs {exc.inputs}: {exc.detail}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _has_symbolic_sizes(gm) -> bool:
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            return True
+        if isinstance(val, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in
+                                                 list(val.shape) + list(val.stride())):
+            return True
+    return False
+
+
+def _debug(compiled: CompiledGraph) -> None:
+    if not (config.debug or config.debug_dir):
+        return
+    from braze.debug.dump import dump
+    dump(compiled)

@@ -1,0 +1,34 @@
+"""Code generators behind one small interface.
+
+Takes: kernel plans. Gives: ``Built``: callable kernel objects by name, the
+wrapper's launch text for each, the generated source, each kernel's shape, and
+whether the build came from the cache. ``backend_for(device)`` picks the
+generator: C++/OpenMP for CPU tensors (or Triton in interpreter mode when
+``config.cpu_backend == "triton"``), Triton for CUDA tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from braze import config
+
+
+@dataclass
+class Built:
+    objects: dict
+    launches: dict
+    source: str
+    shapes: dict = field(default_factory=dict)
+    cache_hit: bool = False
+
+
+def backend_for(device: torch.device):
+    if device.type == "cpu" and config.cpu_backend == "cpp":
+        from braze.codegen.cpp import CppBackend
+        return CppBackend()
+    if device.type in ("cpu", "cuda"):
+        from braze.codegen.triton import TritonBackend
+        return TritonBackend(device)
+    raise NotImplementedError(f"braze has no code generator for device {device}")

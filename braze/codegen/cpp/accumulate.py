@@ -1,0 +1,129 @@
+"""Reduction accumulators for the C++ backend.
+
+Takes: a reduction member of a kernel plan. Gives: ``Accumulator``: the C fields
+it keeps (one array element per SIMD lane or column), their initial values, the
+statement that folds one value in, the statement that merges two partial
+results (lanes, threads), and which field holds each member's result.
+
+Numerics follow eager: max/min propagate NaN; argmax/argmin return the first
+index of the extreme value (NaN counts as the extreme); variance is Welford's
+one-pass update, merged with Chan's formula.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from braze.codegen.cpp.exprs import ctype, literal
+from braze.ir import dtypes
+from braze.ir.graph import ReduceOp
+
+FAMILY = {
+    ReduceOp.SUM: "sum", ReduceOp.PROD: "prod", ReduceOp.MAX: "max", ReduceOp.MIN: "min",
+    ReduceOp.ANY: "any", ReduceOp.ALL: "all", ReduceOp.ARGMAX: "argmax", ReduceOp.ARGMIN: "argmin",
+    ReduceOp.WELFORD_MEAN: "welford", ReduceOp.WELFORD_M2: "welford",
+}
+RESULT_FIELD = {ReduceOp.ARGMAX: "i", ReduceOp.ARGMIN: "i", ReduceOp.WELFORD_MEAN: "mean",
+                ReduceOp.WELFORD_M2: "m2"}
+
+
+@dataclass
+class Accumulator:
+    name: str
+    family: str
+    dtype: object  # dtype of the values folded in
+
+    @property
+    def wide(self) -> bool:
+        """float32 sums and moments accumulate in double: a long sequential
+        sum then loses no more than eager's cascade summation."""
+        return self.dtype is torch.float32 and self.family in ("sum", "welford")
+
+    @property
+    def t(self) -> str:
+        return "double" if self.wide else ctype(self.dtype)
+
+    def fields(self) -> list:
+        """(field suffix, C type, initial value)."""
+        t, d = self.t, self.dtype
+        if self.family == "welford":
+            return [("mean", t, "0"), ("m2", t, "0"), ("n", t, "0")]
+        if self.family in ("argmax", "argmin"):
+            return [("v", t, _extreme(d, lowest=self.family == "argmax")), ("i", "int64_t", "0")]
+        if d is torch.bool:
+            return [("v", "bool", "true" if self.family in ("all", "min", "prod") else "false")]
+        init = {"sum": "0", "prod": "1", "any": "false", "all": "true",
+                "max": _extreme(d, lowest=True), "min": _extreme(d, lowest=False)}[self.family]
+        return [("v", t, init)]
+
+    def field(self, suffix: str) -> str:
+        return f"{self.name}_{suffix}"
+
+    def update(self, at, value: str, index: str | None) -> list:
+        """Statements folding ``value`` into the fields ``at(suffix)`` (lvalues)."""
+        v = at("v")
+        f = self.family
+        if self.wide:
+            value = f"(double)({value})"
+        if f == "welford":
+            mean, m2, n = at("mean"), at("m2"), at("n")
+            return [f"{n} += 1;", f"{{ const {self.t} d_ = {value} - {mean}; {mean} += d_ / {n}; "
+                                  f"{m2} += d_ * ({value} - {mean}); }}"]
+        if f in ("argmax", "argmin"):
+            better = ">" if f == "argmax" else "<"
+            nan = f"({value} != {value} && {v} == {v})" if dtypes.is_float(self.dtype) else "false"
+            return [f"{{ const bool take_ = ({value} {better} {v}) || {nan}; "
+                    f"{v} = take_ ? {value} : {v}; {at('i')} = take_ ? (int64_t)({index}) : {at('i')}; }}"]
+        return [f"{v} = {self._fold(v, value)};"]
+
+    def combine(self, dst, src) -> list:
+        """Statements merging partial result ``src(suffix)`` into ``dst(suffix)``."""
+        f = self.family
+        if f == "welford":
+            t = self.t
+            return [f"{{ const {t} nb_ = {src('n')}; if (nb_ > 0) {{ const {t} na_ = {dst('n')}; "
+                    f"const {t} n_ = na_ + nb_; const {t} d_ = {src('mean')} - {dst('mean')}; "
+                    f"const {t} f_ = nb_ / n_; {dst('mean')} += d_ * f_; "
+                    f"{dst('m2')} += {src('m2')} + d_ * d_ * na_ * f_; {dst('n')} = n_; }} }}"]
+        if f in ("argmax", "argmin"):
+            av, ai, bv, bi = dst("v"), dst("i"), src("v"), src("i")
+            better = ">" if f == "argmax" else "<"
+            if dtypes.is_float(self.dtype):
+                take = (f"(({av} != {av}) ? ({bv} != {bv} && {bi} < {ai}) : "
+                        f"({bv} != {bv} || {bv} {better} {av} || ({bv} == {av} && {bi} < {ai})))")
+            else:
+                take = f"({bv} {better} {av} || ({bv} == {av} && {bi} < {ai}))"
+            return [f"{{ const bool take_ = {take}; if (take_) {{ {av} = {bv}; {ai} = {bi}; }} }}"]
+        return [f"{dst('v')} = {self._fold(dst('v'), src('v'))};"]
+
+    def _fold(self, acc: str, value: str) -> str:
+        f, d = self.family, self.dtype
+        if d is torch.bool or f in ("any", "all"):
+            return f"({acc} || {value})" if f in ("any", "max", "sum") else f"({acc} && {value})"
+        if f == "sum":
+            return f"({acc} + {value})"
+        if f == "prod":
+            return f"({acc} * {value})"
+        helper = ("b_" if dtypes.is_float(d) else "i_") + ("max" if f == "max" else "min")
+        return f"{helper}({acc}, {value})" if dtypes.is_float(d) else f"{helper}<{self.t}>({acc}, {value})"
+
+
+def _extreme(dtype, lowest: bool) -> str:
+    if dtypes.is_float(dtype):
+        return "(-INFINITY)" if lowest else "INFINITY"
+    info = torch.iinfo(dtype)
+    return literal(info.min if lowest else info.max, dtype)
+
+
+def accumulator_for(member, name: str) -> Accumulator:
+    op = member.reduce_op
+    return Accumulator(name, FAMILY[op], member.value.dtype)
+
+
+def result_of(member, acc: Accumulator, at) -> str:
+    """The member's result read from fields ``at(suffix)``, in the member's dtype."""
+    field = at(RESULT_FIELD.get(member.reduce_op, "v"))
+    if acc.wide and member.reduce_op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+        return f"((float){field})"
+    return field

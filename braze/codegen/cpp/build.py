@@ -1,0 +1,96 @@
+"""Build and load one C++ translation unit per compiled graph.
+
+Takes: C++ source. Gives: a loaded ``ctypes.CDLL`` (no Python extension is
+built). The shared library is cached on disk by a hash of the source, the
+compiler flags, the compiler's version and the CPU (``-march=native`` differs
+between machines), so a second process compiling the same graph runs no
+compiler.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shlex
+import subprocess
+import threading
+
+from braze import config
+from braze.runtime import cache
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+_loaded: dict = {}
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(cxx: str) -> str:
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise CompileError(f"braze: C++ compiler {cxx!r} not found ({exc}); set BRAZE_CXX") from exc
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    cpu += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        pass
+    return version.splitlines()[0] if version else cxx + cpu
+
+
+def flags() -> list:
+    return shlex.split(config.cxx_flags) + ["-shared", "-fPIC", "-std=gnu++17", "-w"]
+
+
+def library_key(source: str) -> str:
+    return cache.key_of(source, " ".join(flags()), config.cxx, _identity(config.cxx))
+
+
+def build(source: str) -> ctypes.CDLL:
+    key = library_key(source)
+    path = cache.lookup(key, ".so")
+    if path is None:
+        path = cache.store(key, ".so", lambda out: _compile(source, out, key))
+    return load(path)
+
+
+def is_cached(source: str) -> bool:
+    return cache.lookup(library_key(source), ".so") is not None
+
+
+def _compile(source: str, out: str, key: str) -> None:
+    src = out + ".cpp"
+    with open(src, "w") as f:
+        f.write(source)
+    cmd = [config.cxx, *flags(), "-o", out, src, "-lmvec", "-lm"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        keep = os.path.join(os.path.dirname(out), key + ".cpp")
+        os.replace(src, keep)
+    if proc.returncode != 0:
+        raise CompileError(f"braze: the C++ compiler failed on {keep}:\n{proc.stderr[-4000:]}")
+
+
+def load(path: str) -> ctypes.CDLL:
+    with _lock:
+        lib = _loaded.get(path)
+        if lib is None:
+            lib = ctypes.CDLL(path)
+            _loaded[path] = lib
+        return lib
+
+
+def function(lib: ctypes.CDLL, name: str, nargs: int):
+    fn = getattr(lib, name)
+    fn.argtypes = [ctypes.c_void_p] * nargs
+    fn.restype = None
+    return fn

@@ -1,0 +1,221 @@
+"""C++ text for IR expressions.
+
+Takes: expressions of a kernel plan (loads in storage form), the C names of loop
+variables and in-kernel values. Gives: ``CPrinter``, which appends one
+``const T tN = ...;`` statement per distinct subexpression (common
+subexpressions are computed once) and returns the C expression of the root.
+
+Loads whose position is not provably inside the buffer (``braze.ir.simplify``
+bounds) are clamped, so a load in a ``where`` branch that is not taken (cat,
+pad) never leaves its buffer.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from braze.ir import dtypes
+from braze.ir import simplify as S
+from braze.ir.expr import COMPARISONS, Expr, Op, walk
+
+CTYPES = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "f16_t", torch.bfloat16: "bf16_t",
+    torch.int64: "int64_t", torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
+    torch.uint8: "uint8_t", torch.bool: "bool", dtypes.INDEX: "int64_t",
+}
+
+FLOAT_FUNCS = {
+    Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1", Op.LOG: "log", Op.LOG2: "log2",
+    Op.LOG10: "log10", Op.LOG1P: "log1p", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "cos",
+    Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos", Op.ATAN: "atan", Op.SINH: "sinh",
+    Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh", Op.ACOSH: "acosh", Op.ATANH: "atanh",
+    Op.ERF: "erf", Op.ERFC: "erfc", Op.FLOOR: "floor", Op.CEIL: "ceil", Op.ROUND: "nearbyint",
+    Op.TRUNC: "trunc", Op.ABS: "fabs", Op.POW: "pow", Op.ATAN2: "atan2", Op.HYPOT: "hypot",
+    Op.COPYSIGN: "copysign", Op.NEXTAFTER: "nextafter", Op.FMOD: "fmod", Op.FMAX: "fmax",
+    Op.FMIN: "fmin",
+}
+FLOAT_HELPERS = {Op.MAXIMUM: "b_max", Op.MINIMUM: "b_min", Op.SIGN: "b_sign", Op.SIGMOID: "b_sigmoid",
+                 Op.FLOORDIV: "f_floordiv", Op.MOD: "f_mod", Op.LGAMMA: "b_lgamma"}
+INT_HELPERS = {Op.MAXIMUM: "i_max", Op.MINIMUM: "i_min", Op.FMAX: "i_max", Op.FMIN: "i_min",
+               Op.SIGN: "i_sign", Op.FLOORDIV: "i_floordiv", Op.TRUNCDIV: "i_truncdiv", Op.MOD: "i_mod",
+               Op.FMOD: "i_fmod", Op.POW: "i_pow", Op.LSHIFT: "i_shl", Op.RSHIFT: "i_shr"}
+SYMBOLS = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.TRUEDIV: "/", Op.EQ: "==", Op.NE: "!=",
+           Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">="}
+
+
+def ctype(dtype) -> str:
+    return CTYPES[dtype]
+
+
+def literal(value, dtype) -> str:
+    if dtype is torch.bool:
+        return "true" if value else "false"
+    if dtype in dtypes.FLOATS:
+        if value != value:
+            text = "NAN"
+        elif math.isinf(value):
+            text = "INFINITY" if value > 0 else "(-INFINITY)"
+        else:
+            text = repr(float(value))
+        if dtype is torch.float64:
+            return text
+        if dtype is torch.bfloat16:
+            return f"f32_to_bf16((float){text})"
+        return f"(({ctype(dtype)}){text})"
+    value = int(value)
+    if value == -(2 ** 63):
+        return "INT64_MIN"
+    if dtype is dtypes.INDEX:
+        return str(value) if abs(value) < 2 ** 31 else f"{value}LL"
+    return f"(({ctype(dtype)}){value}LL)"
+
+
+class CPrinter:
+    """Emit statements for expressions into ``lines`` (with ``indent``)."""
+
+    def __init__(self, lines: list, indent: str, names: dict, values: dict, extents: dict,
+                 counter: itertools.count):
+        self.lines, self.indent = lines, indent
+        self.names, self.values, self.extents = names, values, extents
+        self.counter = counter
+        self.memo: dict = {}
+
+    def __call__(self, root: Expr) -> str:
+        for e in walk(root):
+            if id(e) not in self.memo:
+                self.memo[id(e)] = self._node(e)
+        return self.memo[id(root)]
+
+    def _temp(self, dtype, text: str) -> str:
+        name = f"t{next(self.counter)}"
+        self.lines.append(f"{self.indent}const {ctype(dtype)} {name} = {text};")
+        return name
+
+    def _node(self, e: Expr) -> str:
+        op = e.op
+        if op is Op.CONST:
+            return literal(e.arg, e.dtype)
+        if op is Op.VAR:
+            return self.names[e]
+        if op is Op.VALUE:
+            return self.values[e.arg]
+        args = [self.memo[id(a)] for a in e.args]
+        if op is Op.LOAD:
+            return self._temp(e.dtype, f"{e.arg}[{self._position(e)}]")
+        if op is Op.CAST:
+            return self._temp(e.dtype, convert(args[0], e.args[0].dtype, e.dtype))
+        if op is Op.WHERE:
+            return self._temp(e.dtype, f"({args[0]} ? {args[1]} : {args[2]})")
+        if e.dtype is dtypes.INDEX or (op in COMPARISONS and e.args[0].dtype is dtypes.INDEX):
+            return self._temp(e.dtype, self._index_op(e, args))
+        return self._temp(e.dtype, value_op(op, e.args[0].dtype, args, e.dtype))
+
+    def _position(self, load: Expr) -> str:
+        pos = load.args[0]
+        text = self.memo[id(pos)]
+        lo, hi = S.bounds(pos)
+        extent = self.extents[load.arg]
+        if lo < 0 or hi > extent - 1:
+            return f"idx_clamp({text}, {max(extent - 1, 0)})"
+        return text
+
+    def _index_op(self, e: Expr, args: list) -> str:
+        op = e.op
+        if op in SYMBOLS:
+            return f"({args[0]} {SYMBOLS[op]} {args[1]})"
+        if op in (Op.FLOORDIV, Op.MOD):
+            nonneg = S.bounds(e.args[0])[0] >= 0 and e.args[1].op is Op.CONST and e.args[1].arg > 0
+            if nonneg:
+                return f"({args[0]} {'/' if op is Op.FLOORDIV else '%'} {args[1]})"
+            return f"{'idx_floordiv' if op is Op.FLOORDIV else 'idx_mod'}({args[0]}, {args[1]})"
+        if op is Op.MINIMUM:
+            return f"i_min<int64_t>({args[0]}, {args[1]})"
+        if op is Op.MAXIMUM:
+            return f"i_max<int64_t>({args[0]}, {args[1]})"
+        if op is Op.NEG:
+            return f"(-{args[0]})"
+        raise NotImplementedError(f"index op {op}")
+
+
+def convert(text: str, source, target) -> str:
+    if source is torch.bfloat16:
+        text, source = f"bf16_to_f32({text})", torch.float32
+        if target is torch.float32:
+            return text
+    if target is torch.bfloat16:
+        return f"f32_to_bf16({text if source is torch.float32 else f'(float)({text})'})"
+    if target is torch.bool:
+        return f"({text} != 0)"
+    return f"(({ctype(target)})({text}))"
+
+
+def value_op(op: Op, dtype, args: list, result) -> str:
+    """C for an arithmetic op on values of ``dtype`` (already the compute dtype)."""
+    if dtype in dtypes.FLOATS:
+        return _float_op(op, dtype, args)
+    if dtype is torch.bool:
+        return _bool_op(op, args)
+    return _int_op(op, dtype, args, result)
+
+
+def _float_op(op: Op, dtype, args: list) -> str:
+    suffix = "f" if dtype is torch.float32 else ""
+    if op in SYMBOLS:
+        return f"({args[0]} {SYMBOLS[op]} {args[1]})"
+    if op in FLOAT_FUNCS:
+        return f"{FLOAT_FUNCS[op]}{suffix}({', '.join(args)})"
+    if op in FLOAT_HELPERS:
+        return f"{FLOAT_HELPERS[op]}({', '.join(args)})"
+    one = "1.0f" if dtype is torch.float32 else "1.0"
+    simple = {
+        Op.NEG: f"(-{args[0]})",
+        Op.RECIPROCAL: f"({one} / {args[0]})",
+        Op.RSQRT: f"({one} / sqrt{suffix}({args[0]}))",
+        Op.TRUNCDIV: f"trunc{suffix}({args[0]} / {args[-1]})",
+        Op.ISNAN: f"({args[0]} != {args[0]})",
+        Op.ISINF: f"(fabs{suffix}({args[0]}) == INFINITY)",
+        Op.SIGNBIT: f"(signbit({args[0]}) != 0)",
+        Op.ERFINV: f"(({ctype(dtype)})b_erfinv({args[0]}))",
+        Op.DIGAMMA: f"(({ctype(dtype)})b_digamma({args[0]}))",
+    }
+    if op in simple:
+        return simple[op]
+    raise NotImplementedError(f"cpp: {op.value} on {dtype}")
+
+
+def _bool_op(op: Op, args: list) -> str:
+    table = {Op.AND: "&&", Op.OR: "||", Op.XOR: "!=", Op.EQ: "==", Op.NE: "!=", Op.LT: "<",
+             Op.LE: "<=", Op.GT: ">", Op.GE: ">="}
+    if op in table:
+        return f"({args[0]} {table[op]} {args[1]})"
+    if op is Op.LOGICAL_NOT:
+        return f"(!{args[0]})"
+    if op in (Op.ISNAN, Op.ISINF, Op.SIGNBIT):
+        return "false"
+    raise NotImplementedError(f"cpp: {op.value} on bool")
+
+
+def _int_op(op: Op, dtype, args: list, result) -> str:
+    t = ctype(dtype)
+    if op in COMPARISONS:
+        return f"({args[0]} {SYMBOLS[op]} {args[1]})"
+    if op in (Op.ADD, Op.SUB, Op.MUL):
+        return f"(({t})({args[0]} {SYMBOLS[op]} {args[1]}))"
+    if op in INT_HELPERS:
+        return f"{INT_HELPERS[op]}<{t}>({', '.join(args)})"
+    table = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
+    if op in table:
+        return f"(({t})({args[0]} {table[op]} {args[1]}))"
+    simple = {
+        Op.NEG: f"(({t})(-{args[0]}))",
+        Op.ABS: f"(({t})({args[0]} < 0 ? -{args[0]} : {args[0]}))",
+        Op.BITWISE_NOT: f"(({t})(~{args[0]}))",
+        Op.LOGICAL_NOT: f"(!{args[0]})",
+        Op.ISNAN: "false", Op.ISINF: "false",
+        Op.SIGNBIT: f"({args[0]} < 0)",
+    }
+    if op in simple:
+        return simple[op]
+    raise NotImplementedError(f"cpp: {op.value} on {dtype}")

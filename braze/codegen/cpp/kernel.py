@@ -1,0 +1,365 @@
+"""C++/OpenMP source for one kernel plan.
+
+Takes: a ``KernelPlan`` (``braze.fuse.kernel``), the thread count and the SIMD
+lane count. Gives: ``CppKernel``, the ``extern "C"`` function text and the order
+of its buffer arguments.
+
+Four shapes, chosen from the plan:
+- ``pointwise``: outer loops in parallel, the innermost one ``omp simd``.
+- ``row``: a reduction per outer element (rows in parallel); each reduce loop is
+  split into blocks of ``lanes`` elements with one accumulator per lane, so the
+  block vectorizes; lanes are merged after the loop.
+- ``column``: the reduced dimension is strided but the innermost outer dimension
+  is contiguous (a column sum): blocks of columns in parallel, one accumulator
+  per column, vectorized across the columns.
+- ``split``: few outer elements and long reductions (a full sum): each reduce
+  loop is shared by all threads, per-thread partials merged in thread order
+  (deterministic).
+Between reduce loops (even levels) run the ``outer`` members: epilogues.
+"""
+from __future__ import annotations
+
+import itertools
+
+from braze.codegen.cpp.accumulate import accumulator_for, result_of
+from braze.codegen.cpp.exprs import CPrinter, convert, ctype
+from braze.fuse.kernel import KernelPlan
+from braze.ir import simplify as S
+from braze.ir.expr import Op, free_vars, walk
+
+PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
+SPLIT_MIN_REDUCE = 1 << 13
+
+
+class CppKernel:
+    def __init__(self, plan: KernelPlan, threads: int, lanes: int):
+        self.plan, self.threads = plan, max(1, threads)
+        self.lanes = lanes
+        self.lines: list[str] = []
+        self.counter = itertools.count()
+        self.names = {v: v.name for v in plan.outer + plan.reduce}
+        self.values: dict = {}
+        self.accs: dict = {}  # member name -> Accumulator
+        self._updated: set = set()  # accumulators already folded in the current loop body
+        self.acc_ids = itertools.count()
+        self.shape = self._choose_shape()
+
+    # ------------------------------------------------------------------ interface
+
+    @property
+    def args(self) -> list:
+        """Buffer names in parameter order."""
+        reads = [b for b in self.plan.reads if b not in self.plan.writes]
+        return reads + list(self.plan.writes)
+
+    def source(self) -> str:
+        plan = self.plan
+        params = []
+        for b in self.args:
+            t = ctype(plan.dtypes[b])
+            if b in plan.writes:
+                restrict = "" if b in plan.reads else "__restrict "
+                params.append(f"{t}* {restrict}{b}")
+            else:
+                params.append(f"const {t}* __restrict {b}")
+        head = [f"// {plan.name}: {self.shape}; ops: {', '.join(plan.origins)}",
+                f'extern "C" void {plan.name}({", ".join(params)}) {{']
+        getattr(self, f"_{self.shape}")()
+        return "\n".join(head + self.lines + ["}"])
+
+    # ------------------------------------------------------------------ choice
+
+    def _choose_shape(self) -> str:
+        plan = self.plan
+        if not plan.reduce:
+            return "pointwise"
+        work = plan.outer_numel() * plan.reduce_numel()
+        if self.threads > 1 and plan.outer_numel() < 2 * self.threads and plan.reduce_numel() >= SPLIT_MIN_REDUCE \
+                and work >= PARALLEL_MIN_WORK:
+            return "split"
+        if plan.outer and self._columnar():
+            return "column"
+        return "row"
+
+    def _columnar(self) -> bool:
+        """Do the reductions read along the innermost outer dimension, not the reduce one?"""
+        x_in, r_in = self.plan.outer[-1], self.plan.reduce[-1]
+        if x_in.size < 4:
+            return False
+        votes = 0
+        for e in walk(self.plan.expressions()):
+            if e.op is Op.LOAD and r_in in free_vars(e.args[0]):
+                kx, kr = S.coefficient(e.args[0], x_in), S.coefficient(e.args[0], r_in)
+                if kx == 1 and kr not in (None, 1):
+                    votes += 1
+                elif kr == 1:
+                    votes -= 1
+        return votes > 0
+
+    # ------------------------------------------------------------------ pieces
+
+    def _emit(self, indent: str, text: str) -> None:
+        self.lines.append(indent + text)
+
+    def _printer(self, indent: str) -> CPrinter:
+        return CPrinter(self.lines, indent, self.names, self.values, self.plan.extents, self.counter)
+
+    def _parallel(self, collapse: int, simd: bool = False) -> str:
+        work = self.plan.outer_numel() * max(self.plan.reduce_numel(), 1)
+        clause = f" collapse({collapse})" if collapse > 1 else ""
+        kind = "parallel for simd" if simd else "parallel for"
+        cond = "" if work >= PARALLEL_MIN_WORK else " if(0)"
+        return f"#pragma omp {kind}{clause} num_threads({self.threads}) schedule(static){cond}"
+
+    def _open_loops(self, loop_vars, indent: str) -> str:
+        for v in loop_vars:
+            self._emit(indent, f"for (int64_t {v.name} = 0; {v.name} < {v.size}; {v.name}++) {{")
+            indent += "  "
+        return indent
+
+    def _close_loops(self, count: int, indent: str) -> None:
+        for k in range(count):
+            self._emit(indent[:len(indent) - 2 * (k + 1)], "}")
+
+    def _members_at(self, level: int) -> list:
+        return [m for m in self.plan.members if m.level == level]
+
+    def _compute(self, member, printer: CPrinter, indent: str, store_guard: str = "") -> str:
+        value = printer(member.value)
+        self.values[member.name] = value
+        if member.store is not None:
+            dtype = member.value_dtype
+            stored = convert(value, dtype, member.node.dtype) if dtype != member.node.dtype else value
+            self._emit(indent, f"{store_guard}{member.target}[{printer(member.store)}] = {stored};")
+        return value
+
+    def _accumulators(self, members) -> list:
+        unique: dict = {}
+        for m in members:
+            key = (accumulator_for(m, "").family, id(m.value))
+            if key not in unique:
+                unique[key] = accumulator_for(m, f"a{next(self.acc_ids)}")
+            self.accs[m.name] = unique[key]
+        return list(unique.values())
+
+    def _lane_body(self, level: int, indent: str, lane: str, reduce_index=True, guard: str = "") -> None:
+        printer = self._printer(indent)
+        for m in self._members_at(level):
+            if m.reduce_op is None:
+                self._compute(m, printer, indent, guard)
+                continue
+            acc = self.accs[m.name]
+            value = printer(m.value)
+            index = printer(m.reduce_index) if m.reduce_index is not None else None
+            if id(acc) in self._updated:
+                continue
+            self._updated.add(id(acc))
+            for stmt in acc.update(lambda s, a=acc: f"{a.field(s)}[{lane}]", value, index):
+                self._emit(indent, stmt)
+
+    def _declare(self, accs, size: int, indent: str, count: str | None = None) -> None:
+        for acc in accs:
+            for suffix, t, init in acc.fields():
+                self._emit(indent, f"{t} {acc.field(suffix)}[{size}];")
+        n = count or str(size)
+        if accs:
+            self._emit(indent, f"for (int64_t l = 0; l < {n}; l++) {{")
+            for acc in accs:
+                for suffix, t, init in acc.fields():
+                    self._emit(indent + "  ", f"{acc.field(suffix)}[l] = {init};")
+            self._emit(indent, "}")
+
+    def _lanes_for(self, size: int) -> int:
+        lanes = 1
+        while lanes * 2 <= min(self.lanes, size):
+            lanes *= 2
+        return lanes
+
+    def _reduce_loops(self, level: int, indent: str, lanes: int, distribute: bool = False) -> None:
+        """The reduce loop nest of one level; the innermost loop blocked into lanes."""
+        *outer_r, last = self.plan.reduce
+        if distribute and outer_r:
+            self._emit(indent, "#pragma omp for schedule(static)")
+        inner = self._open_loops(outer_r, indent)
+        main = last.size - last.size % lanes
+        if main:
+            if distribute and not outer_r:
+                self._emit(inner, "#pragma omp for schedule(static)")
+            self._emit(inner, f"for (int64_t rb = 0; rb < {main}; rb += {lanes}) {{")
+            self._emit(inner, "  #pragma omp simd")
+            self._emit(inner, f"  for (int64_t l = 0; l < {lanes}; l++) {{")
+            self._emit(inner, f"    const int64_t {last.name} = rb + l;")
+            self._updated = set()
+            self._lane_body(level, inner + "    ", "l")
+            self._emit(inner, "  }")
+            self._emit(inner, "}")
+        if main < last.size:
+            guard = "if (tid == 0) " if distribute and not outer_r else ""
+            self._emit(inner, f"{guard}for (int64_t {last.name} = {main}; {last.name} < {last.size}; "
+                              f"{last.name}++) {{")
+            self._emit(inner, "  const int64_t l = 0;")
+            self._updated = set()
+            self._lane_body(level, inner + "  ", "l")
+            self._emit(inner, "}")
+        self._close_loops(len(outer_r), inner)
+
+    def _merge_lanes(self, accs, lanes: int, indent: str) -> None:
+        if lanes > 1 and accs:
+            self._emit(indent, f"for (int64_t l = 1; l < {lanes}; l++) {{")
+            for acc in accs:
+                for stmt in acc.combine(lambda s, a=acc: f"{a.field(s)}[0]", lambda s, a=acc: f"{a.field(s)}[l]"):
+                    self._emit(indent + "  ", stmt)
+            self._emit(indent, "}")
+
+    def _set_results(self, level: int, at_of) -> None:
+        for m in self._members_at(level):
+            if m.reduce_op is not None:
+                acc = self.accs[m.name]
+                self.values[m.name] = result_of(m, acc, at_of(acc))
+
+    def _store_results(self, level: int, indent: str, guard: str = "") -> None:
+        """Stores of the reductions finished at ``level``."""
+        printer = self._printer(indent)
+        for m in self._members_at(level):
+            if m.reduce_op is None or m.store is None:
+                continue
+            value = self.values[m.name]
+            stored = convert(value, m.value_dtype, m.node.dtype) if m.value_dtype != m.node.dtype else value
+            self._emit(indent, f"{guard}{m.target}[{printer(m.store)}] = {stored};")
+
+    # ------------------------------------------------------------------ shapes
+
+    def _pointwise(self) -> None:
+        plan = self.plan
+        indent = "  "
+        loops = plan.outer
+        if len(loops) == 1:
+            self._emit(indent, self._parallel(1, simd=True))
+        elif len(loops) > 1:
+            self._emit(indent, self._parallel(len(loops) - 1))
+        inner = indent
+        for k, v in enumerate(loops):
+            if k == len(loops) - 1 and len(loops) > 1:
+                self._emit(inner, "#pragma omp simd")
+            inner = self._open_loops([v], inner)
+        printer = self._printer(inner)
+        for m in plan.members:
+            self._compute(m, printer, inner)
+        self._close_loops(len(loops), inner)
+
+    def _row(self) -> None:
+        plan = self.plan
+        indent = "  "
+        if plan.outer:
+            self._emit(indent, self._parallel(len(plan.outer)))
+        inner = self._open_loops(plan.outer, indent)
+        for level in plan.levels:
+            if level % 2 == 0:
+                printer = self._printer(inner)
+                for m in self._members_at(level):
+                    self._compute(m, printer, inner)
+                continue
+            lanes = self._lanes_for(plan.reduce[-1].size)
+            accs = self._accumulators([m for m in self._members_at(level) if m.reduce_op])
+            self._declare(accs, lanes, inner)
+            self._reduce_loops(level, inner, lanes)
+            self._merge_lanes(accs, lanes, inner)
+            self._set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[0]"))
+            self._store_results(level, inner)
+        self._close_loops(len(plan.outer), inner)
+
+    def _column(self) -> None:
+        plan = self.plan
+        *outer, x_in = plan.outer
+        block = max(8, min(64, self.lanes * 4))
+        indent = "  "
+        self._emit(indent, self._parallel(len(outer) + 1))
+        inner = self._open_loops(outer, indent)
+        self._emit(inner, f"for (int64_t xb = 0; xb < {x_in.size}; xb += {block}) {{")
+        inner += "  "
+        self._emit(inner, f"const int64_t nb = {x_in.size} - xb < {block} ? {x_in.size} - xb : {block};")
+        for level in plan.levels:
+            members = self._members_at(level)
+            if level % 2 == 0:
+                self._column_epilogue(members, inner, block, x_in)
+                continue
+            accs = self._accumulators([m for m in members if m.reduce_op])
+            self._declare(accs, block, inner, count="nb")
+            r_inner = self._open_loops(plan.reduce, inner)
+            self._emit(r_inner, "#pragma omp simd")
+            self._emit(r_inner, "for (int64_t l = 0; l < nb; l++) {")
+            self._emit(r_inner, f"  const int64_t {x_in.name} = xb + l;")
+            self._updated = set()
+            self._lane_body(level, r_inner + "  ", "l")
+            self._emit(r_inner, "}")
+            self._close_loops(len(plan.reduce), r_inner)
+            self._set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[l]"))
+            if any(m.store is not None for m in members if m.reduce_op):
+                self._emit(inner, "for (int64_t l = 0; l < nb; l++) {")
+                self._emit(inner, f"  const int64_t {x_in.name} = xb + l;")
+                self._store_results(level, inner + "  ")
+                self._emit(inner, "}")
+        self._emit(inner[:-2], "}")
+        self._close_loops(len(outer), inner[:-2])
+
+    def _column_epilogue(self, members, indent: str, block: int, x_in) -> None:
+        if not members:
+            return
+        for m in members:
+            self._emit(indent, f"{ctype(m.value.dtype)} o_{m.name}[{block}];")
+        self._emit(indent, "#pragma omp simd")
+        self._emit(indent, "for (int64_t l = 0; l < nb; l++) {")
+        self._emit(indent, f"  const int64_t {x_in.name} = xb + l;")
+        printer = self._printer(indent + "  ")
+        for m in members:
+            value = self._compute(m, printer, indent + "  ")
+            self._emit(indent + "  ", f"o_{m.name}[l] = {value};")
+        self._emit(indent, "}")
+        for m in members:
+            self.values[m.name] = f"o_{m.name}[l]"
+
+    def _split(self) -> None:
+        plan = self.plan
+        indent = "  "
+        inner = self._open_loops(plan.outer, indent)
+        all_reductions = [m for m in plan.members if m.reduce_op]
+        partial_accs = self._accumulators(all_reductions)
+        for acc in partial_accs:
+            for suffix, t, init in acc.fields():
+                self._emit(inner, f"{t} p_{acc.field(suffix)}[{self.threads}];")
+        self._emit(inner, f"#pragma omp parallel num_threads({self.threads})")
+        self._emit(inner, "{")
+        body = inner + "  "
+        self._emit(body, "const int tid = omp_get_thread_num();")
+        self._emit(body, "const int nth = omp_get_num_threads();")
+        for level in plan.levels:
+            members = self._members_at(level)
+            if level % 2 == 0:
+                printer = self._printer(body)
+                for m in members:
+                    self._compute(m, printer, body, store_guard="if (tid == 0) ")
+                continue
+            lanes = self._lanes_for(plan.reduce[-1].size)
+            accs = list({id(self.accs[m.name]): self.accs[m.name] for m in members if m.reduce_op}.values())
+            self._declare(accs, lanes, body)
+            self._reduce_loops(level, body, lanes, distribute=True)
+            self._merge_lanes(accs, lanes, body)
+            self._share_partials(accs, body)
+            self._set_results(level, lambda acc: (lambda s: f"f_{acc.field(s)}"))
+            self._store_results(level, body, guard="if (tid == 0) ")
+        self._emit(inner, "}")
+        self._close_loops(len(plan.outer), inner)
+
+    def _share_partials(self, accs, indent: str) -> None:
+        """Each thread publishes its partial; all merge them in thread order."""
+        for acc in accs:
+            for suffix, t, init in acc.fields():
+                self._emit(indent, f"p_{acc.field(suffix)}[tid] = {acc.field(suffix)}[0];")
+        self._emit(indent, "#pragma omp barrier")
+        for acc in accs:
+            for suffix, t, init in acc.fields():
+                self._emit(indent, f"{t} f_{acc.field(suffix)} = p_{acc.field(suffix)}[0];")
+            self._emit(indent, "for (int k = 1; k < nth; k++) {")
+            for stmt in acc.combine(lambda s, a=acc: f"f_{a.field(s)}", lambda s, a=acc: f"p_{a.field(s)}[k]"):
+                self._emit(indent + "  ", stmt)
+            self._emit(indent, "}")

@@ -1,0 +1,158 @@
+"""The C++ text every generated translation unit starts with.
+
+Takes: nothing. Gives: ``PRELUDE``, helper functions whose numerics follow
+eager PyTorch: NaN-propagating max/min, Python-style floor division and modulo,
+integer division that never traps (a zero divisor gives 0), shifts defined for
+every count, bf16 rounding to nearest even, and ``omp declare simd`` lines that
+let GCC call glibc's vector math (libmvec) inside SIMD loops.
+"""
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <math.h>
+#include <omp.h>
+
+#define BRAZE_INLINE static inline __attribute__((always_inline))
+
+#define BRAZE_VECTOR_MATH(f) _Pragma("omp declare simd notinbranch") extern "C" float f##f(float); \
+  _Pragma("omp declare simd notinbranch") extern "C" double f(double);
+BRAZE_VECTOR_MATH(exp) BRAZE_VECTOR_MATH(log) BRAZE_VECTOR_MATH(sin) BRAZE_VECTOR_MATH(cos)
+BRAZE_VECTOR_MATH(tan) BRAZE_VECTOR_MATH(exp2) BRAZE_VECTOR_MATH(expm1) BRAZE_VECTOR_MATH(log2)
+BRAZE_VECTOR_MATH(log10) BRAZE_VECTOR_MATH(log1p) BRAZE_VECTOR_MATH(asin) BRAZE_VECTOR_MATH(acos)
+BRAZE_VECTOR_MATH(atan) BRAZE_VECTOR_MATH(sinh) BRAZE_VECTOR_MATH(cosh) BRAZE_VECTOR_MATH(tanh)
+BRAZE_VECTOR_MATH(asinh) BRAZE_VECTOR_MATH(acosh) BRAZE_VECTOR_MATH(atanh) BRAZE_VECTOR_MATH(erf)
+BRAZE_VECTOR_MATH(erfc)
+#define BRAZE_VECTOR_MATH2(f) _Pragma("omp declare simd notinbranch") extern "C" float f##f(float, float); \
+  _Pragma("omp declare simd notinbranch") extern "C" double f(double, double);
+BRAZE_VECTOR_MATH2(pow) BRAZE_VECTOR_MATH2(atan2) BRAZE_VECTOR_MATH2(hypot)
+
+typedef uint16_t bf16_t;
+typedef _Float16 f16_t;
+
+BRAZE_INLINE float bf16_to_f32(bf16_t x) { return __builtin_bit_cast(float, (uint32_t)x << 16); }
+BRAZE_INLINE bf16_t f32_to_bf16(float f) {
+  uint32_t u = __builtin_bit_cast(uint32_t, f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  return (bf16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <typename T> BRAZE_INLINE T b_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T> BRAZE_INLINE T b_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+template <typename T> BRAZE_INLINE T i_max(T a, T b) { return a > b ? a : b; }
+template <typename T> BRAZE_INLINE T i_min(T a, T b) { return a < b ? a : b; }
+template <typename T> BRAZE_INLINE T b_sign(T a) { return (T)((T(0) < a) - (a < T(0))); }
+template <typename T> BRAZE_INLINE T i_sign(T a) { return (T)((T(0) < a) - (a < T(0))); }
+template <typename T> BRAZE_INLINE T b_sigmoid(T a) { return T(1) / (T(1) + exp(-a)); }
+BRAZE_INLINE float b_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+template <typename T> BRAZE_INLINE T i_floordiv(T a, T b) {
+  if (b == 0) return 0;
+  if (b == -1) return (T)(0 - a);
+  T q = a / b;
+  return ((a % b != 0) && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+template <typename T> BRAZE_INLINE T i_truncdiv(T a, T b) {
+  if (b == 0) return 0;
+  if (b == -1) return (T)(0 - a);
+  return a / b;
+}
+template <typename T> BRAZE_INLINE T i_mod(T a, T b) {
+  if (b == 0 || b == -1) return 0;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
+template <typename T> BRAZE_INLINE T i_fmod(T a, T b) {
+  if (b == 0 || b == -1) return 0;
+  return a % b;
+}
+template <typename T> BRAZE_INLINE T f_mod(T a, T b) {
+  T m = fmod(a, b);
+  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
+}
+BRAZE_INLINE float f_mod(float a, float b) {
+  float m = fmodf(a, b);
+  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
+}
+template <typename T> BRAZE_INLINE T f_floordiv(T a, T b) {
+  if (b == 0) return a / b;
+  T m = fmod(a, b);
+  T d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  if (d == 0) return copysign(T(0), a / b);
+  T f = floor(d);
+  if (d - f > T(0.5)) f += 1;
+  return f;
+}
+template <typename T> BRAZE_INLINE T i_pow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp & 1) ? -1 : 1;
+    return 0;
+  }
+  T result = 1;
+  while (exp) { if (exp & 1) result = (T)(result * base); exp >>= 1; base = (T)(base * base); }
+  return result;
+}
+template <typename T> BRAZE_INLINE T i_shl(T a, T b) {
+  typedef __typeof__(+a) W;
+  if (b < 0 || b >= (T)(sizeof(T) * 8)) return 0;
+  return (T)((W)a << (int)b);
+}
+template <typename T> BRAZE_INLINE T i_shr(T a, T b) {
+  if (b < 0 || b >= (T)(sizeof(T) * 8)) return (T)(a < 0 ? -1 : 0);
+  return (T)(a >> (int)b);
+}
+BRAZE_INLINE int64_t idx_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+BRAZE_INLINE int64_t idx_mod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+BRAZE_INLINE int64_t idx_clamp(int64_t a, int64_t hi) { return a < 0 ? 0 : (a > hi ? hi : a); }
+
+static double b_erfinv(double y) {
+  if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
+  if (y >= 1.0) return y == 1.0 ? INFINITY : NAN;
+  static const double a[4] = {0.886226899, -1.645349621, 0.914624893, -0.140543331};
+  static const double b[4] = {-2.118377725, 1.442710462, -0.329097515, 0.012229801};
+  static const double c[4] = {-1.970840454, -1.624906493, 3.429567803, 1.641345311};
+  static const double d[2] = {3.543889200, 1.637067800};
+  double x, z, num, den;
+  double y_abs = fabs(y);
+  if (y_abs <= 0.7) {
+    z = y * y;
+    num = ((a[3] * z + a[2]) * z + a[1]) * z + a[0];
+    den = (((b[3] * z + b[2]) * z + b[1]) * z + b[0]) * z + 1.0;
+    x = y * num / den;
+  } else {
+    z = sqrt(-log((1.0 - y_abs) / 2.0));
+    num = ((c[3] * z + c[2]) * z + c[1]) * z + c[0];
+    den = (d[1] * z + d[0]) * z + 1.0;
+    x = copysign(num, y) / den;
+  }
+  x = x - (erf(x) - y) / ((2.0 / sqrt(M_PI)) * exp(-x * x));
+  x = x - (erf(x) - y) / ((2.0 / sqrt(M_PI)) * exp(-x * x));
+  return x;
+}
+static double b_digamma(double x) {
+  if (x == 0) return copysign(INFINITY, -x);
+  if (x < 0) {
+    if (x == trunc(x)) return NAN;
+    double whole;
+    double r = modf(x, &whole);
+    return b_digamma(1 - x) - M_PI / tan(M_PI * r);
+  }
+  double result = 0;
+  while (x < 10) { result -= 1 / x; x += 1; }
+  if (x == 10) return result + 2.25175258906672110764;
+  static const double A[] = {8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+                             -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                             8.33333333333333333333E-2};
+  double y = 0;
+  if (x < 1.0e17) {
+    double z = 1.0 / (x * x);
+    double p = 0;
+    for (int i = 0; i < 7; i++) p = p * z + A[i];
+    y = z * p;
+  }
+  return result + log(x) - (0.5 / x) - y;
+}
+BRAZE_INLINE double b_lgamma(double x) { int s; return lgamma_r(x, &s); }
+BRAZE_INLINE float b_lgamma(float x) { int s; return lgammaf_r(x, &s); }
+"""

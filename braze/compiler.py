@@ -1,0 +1,140 @@
+"""The braze pipeline for one ATen graph.
+
+Takes: an FX ``GraphModule`` from AOTAutograd (static shapes) and its kind
+(forward, backward, inference). Gives: ``CompiledGraph``: a callable taking the
+boxed argument list, plus everything a report needs: the IR, inlining
+decisions, fusion log, kernels with the ATen ops fused into each, extern and
+fallback calls, generated sources and per-phase timings.
+
+Passes: lower -> inline -> schedule -> plan kernels -> backend code -> wrapper.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from braze import config
+from braze.codegen import backend_for
+from braze.fuse.inline import inline
+from braze.fuse.kernel import plan_kernel
+from braze.fuse.schedule import schedule
+from braze.ir.expr import clear_intern_table
+from braze.ir.graph import ExternNode, Graph, InputNode
+from braze.lower import lower
+from braze.runtime.wrapper import Step, generate
+
+_graph_ids = itertools.count()
+
+
+class BrazeError(RuntimeError):
+    """braze could not compile a graph (raised in strict mode)."""
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    ops: list  # ATen ops fused into the kernel
+    backend: str
+    shape: str  # pointwise, row, column, split, ...
+    reads: list
+    writes: list
+    graph: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.backend} {self.shape}] {', '.join(self.ops)}"
+
+
+@dataclass
+class CompiledGraph:
+    name: str
+    kind: str
+    graph: Graph
+    decisions: list
+    fusion_log: list
+    kernels: list
+    externs: list  # ATen ops called on purpose (matmul, conv, ...)
+    fallbacks: list  # ATen ops braze has no lowering for
+    source: str
+    wrapper: str
+    timings: dict
+    fx_code: str = ""
+    run: object = None
+    cache_hit: bool = False
+    _constants: dict = field(default_factory=dict)
+
+    def __call__(self, args):
+        return self.run(args)
+
+
+def compile_graph(gm: torch.fx.GraphModule, kind: str) -> CompiledGraph:
+    name = f"graph{next(_graph_ids)}"
+    clear_intern_table()
+    timings = {}
+    t = time.perf_counter()
+    graph, fallbacks = lower(gm)
+    timings["lower"] = _lap(t)
+    t = time.perf_counter()
+    decisions = inline(graph)
+    timings["inline"] = _lap(t)
+    t = time.perf_counter()
+    sched = schedule(graph)
+    timings["schedule"] = _lap(t)
+    t = time.perf_counter()
+    steps, plans = _steps(graph, sched)
+    backend = backend_for(graph.device)
+    timings["plan"] = _lap(t)
+    t = time.perf_counter()
+    built = backend.compile(plans)
+    timings["codegen+build"] = _lap(t)
+    for step in steps:
+        if step.kind == "kernel" and not step.skip:
+            step.launch = built.launches[step.name]
+    t = time.perf_counter()
+    constants = {f"{n.name}_value": n.constant for n in graph.nodes
+                 if isinstance(n, InputNode) and n.constant is not None}
+    wrapper = generate(graph, steps, graph.device, {**built.objects, **constants})
+    namespace: dict = {}
+    exec(compile(wrapper.text, f"<braze {name}>", "exec"), wrapper.globals, namespace)
+    timings["wrapper"] = _lap(t)
+    kernels = [KernelInfo(p.name, p.origins, backend.name, built.shapes.get(p.name, ""), p.reads, p.writes, name)
+               for p in plans]
+    externs = [str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback]
+    return CompiledGraph(name, kind, graph, decisions, sched.log, kernels, externs, fallbacks,
+                         built.source, wrapper.text, timings, gm.code, namespace["call"], built.cache_hit)
+
+
+def _lap(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def _steps(graph: Graph, sched) -> tuple:
+    """Wrapper steps in schedule order, and the kernel plans."""
+    group_of = {}
+    for k, group in enumerate(sched.groups):
+        for node in group.nodes:
+            group_of[node.name] = k
+    readers: dict = {}
+    for k, group in enumerate(sched.groups):
+        for node in group.nodes:
+            for buffer in node.reads():
+                readers.setdefault(buffer, set()).add(k)
+    wanted = {o.buffer for o in graph.outputs if o.buffer is not None}
+    steps, plans = [], []
+    for k, group in enumerate(sched.groups):
+        if group.extern:
+            node = group.nodes[0]
+            outs = [o[0] for o in node.outputs if o is not None]
+            steps.append(Step("extern", node.name, node.reads(), outs, node=node))
+            continue
+        escaping = {n.name for n in group.nodes if n.name in wanted or readers.get(n.name, set()) - {k}}
+        if any(n.numel == 0 for n in group.nodes):  # nothing to compute; outputs still exist
+            writes = [n.name for n in group.nodes if n.name in escaping and not n.mutates]
+            steps.append(Step("kernel", f"empty{k}", [], writes, skip=True))
+            continue
+        plan = plan_kernel(graph, group.nodes, f"kernel{len(plans)}", escaping)
+        plans.append(plan)
+        steps.append(Step("kernel", plan.name, plan.reads, plan.writes))
+    return steps, plans

@@ -1,0 +1,175 @@
+"""Every braze knob, in one place.
+
+Takes: environment variables (read once, at import) and assignments such as
+``braze.config.strict = True``.
+Gives: module-level attributes that the rest of braze reads at compile time, a
+``patch(**knobs)`` context manager / decorator for temporary changes, and
+``describe()``, the table of knobs printed by ``python -m braze.config``.
+
+Each knob has a name, an environment variable, a default and one line of help.
+``torch.compile(fn, backend="braze", options={...})`` patches the same knobs for
+the graphs of that one compiled function.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    env: str
+    default: Any
+    kind: Callable[[str], Any]
+    help: str
+
+
+def _flag(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _names(text: str) -> frozenset:
+    return frozenset(t.strip() for t in text.split(",") if t.strip())
+
+
+def _optional_int(text: str) -> int | None:
+    return int(text) if text.strip() else None
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "braze")
+
+
+KNOBS = (
+    # errors and reporting
+    Knob("strict", "BRAZE_STRICT", False, _flag,
+         "raise on a graph braze cannot compile (naming op, shapes, dtypes) instead of running it eagerly"),
+    Knob("debug", "BRAZE_DEBUG", 0, int,
+         "0 quiet; 1 one line per graph; 2 + kernels and fusion decisions; 3 + generated code"),
+    Knob("debug_dir", "BRAZE_DEBUG_DIR", "", str,
+         "if set, each graph writes its FX graph, IR, fusion log and code into a folder here"),
+    # caching
+    Knob("cache", "BRAZE_CACHE", True, _flag, "use the on-disk compile cache"),
+    Knob("cache_dir", "BRAZE_CACHE_DIR", _default_cache_dir(), str,
+         "per-user compile cache (created with mode 0700)"),
+    # lowering
+    Knob("fallback_ops", "BRAZE_FALLBACK_OPS", frozenset(), _names,
+         "comma-separated ATen ops to run through ATen even if braze can lower them, e.g. 'aten.exp'"),
+    Knob("specialize_dynamic", "BRAZE_SPECIALIZE_DYNAMIC", True, _flag,
+         "compile graphs with symbolic sizes once per concrete shape at run time"),
+    # inlining and fusion
+    Knob("inline_max_ops", "BRAZE_INLINE_MAX_OPS", 24, int,
+         "a buffer read more than once is recomputed in its readers only if it costs at most this many ops"),
+    Knob("inline_max_body", "BRAZE_INLINE_MAX_BODY", 400, int,
+         "a buffer whose expression has grown past this many ops is stored, whatever its readers"),
+    Knob("fuse", "BRAZE_FUSE", True, _flag, "fuse buffers into shared kernels (off: one kernel per stored buffer)"),
+    Knob("fuse_horizontal", "BRAZE_FUSE_HORIZONTAL", True, _flag,
+         "fuse siblings that read the same input but do not depend on each other"),
+    Knob("fuse_reductions", "BRAZE_FUSE_REDUCTIONS", True, _flag,
+         "fuse pointwise prologues/epilogues and sibling reductions into reduction kernels"),
+    # backends
+    Knob("cpu_backend", "BRAZE_CPU_BACKEND", "cpp", str,
+         "code generator for CPU tensors: 'cpp' (OpenMP + SIMD) or 'triton' (TRITON_INTERPRET=1, for tests)"),
+    Knob("cxx", "BRAZE_CXX", "g++", str, "C++ compiler for the cpp backend"),
+    Knob("cxx_flags", "BRAZE_CXX_FLAGS",
+         "-O3 -march=native -fopenmp -fno-math-errno -fwrapv -ffp-contract=off -fno-strict-aliasing",
+         str, "flags for the cpp backend (shared-library flags are added)"),
+    Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
+         "OpenMP threads for cpp kernels (default: torch.get_num_threads())"),
+    Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
+    Knob("check_indices", "BRAZE_CHECK_INDICES", False, _flag,
+         "check indirect indices (gather, index) at run time and raise on out-of-range ones"),
+    Knob("autotune", "BRAZE_AUTOTUNE", False, _flag, "triton: try a few launch configurations per kernel, cached"),
+    Knob("cudagraphs", "BRAZE_CUDAGRAPHS", False, _flag, "triton: replay compiled graphs through CUDA graphs"),
+    Knob("compile_workers", "BRAZE_COMPILE_WORKERS", 0, int,
+         "triton: processes that compile kernels in parallel (0: as many as cores, at most 8)"),
+)
+
+_BY_NAME = {k.name: k for k in KNOBS}
+
+
+def _read_env(knob: Knob) -> Any:
+    text = os.environ.get(knob.env)
+    if text is None:
+        return knob.default
+    try:
+        return knob.kind(text)
+    except ValueError as exc:
+        raise ValueError(f"braze: environment variable {knob.env}={text!r} is not valid: {exc}") from None
+
+
+def _load() -> None:
+    module = sys.modules[__name__]
+    for knob in KNOBS:
+        setattr(module, knob.name, _read_env(knob))
+
+
+def _check_name(name: str) -> None:
+    if name not in _BY_NAME:
+        close = [k for k in _BY_NAME if name.split("_")[0] in k]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise AttributeError(f"braze.config has no knob {name!r}{hint}; see braze.config.describe()")
+
+
+def snapshot() -> dict:
+    """The current value of every knob."""
+    module = sys.modules[__name__]
+    return {k.name: getattr(module, k.name) for k in KNOBS}
+
+
+@contextlib.contextmanager
+def _patched(changes: dict):
+    module = sys.modules[__name__]
+    for name in changes:
+        _check_name(name)
+    saved = {name: getattr(module, name) for name in changes}
+    try:
+        for name, value in changes.items():
+            setattr(module, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+class patch:
+    """Temporarily change knobs: ``with braze.config.patch(fuse=False): ...`` or as a decorator."""
+
+    def __init__(self, **changes: Any):
+        self.changes = changes
+        self._ctx = None
+
+    def __enter__(self):
+        self._ctx = _patched(self.changes)
+        return self._ctx.__enter__()
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _patched(self.changes):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def describe() -> str:
+    """A table of every knob: name, environment variable, current value, help."""
+    rows = [f"{'knob':20} {'environment':26} {'value':14} help"]
+    for knob, value in zip(KNOBS, snapshot().values()):
+        shown = repr(value) if not isinstance(value, frozenset) else ",".join(sorted(value)) or "-"
+        rows.append(f"{knob.name:20} {knob.env:26} {shown[:14]:14} {knob.help}")
+    return "\n".join(rows)
+
+
+_load()
+
+if __name__ == "__main__":
+    print(describe())

@@ -1,0 +1,238 @@
+"""When can nodes share one loop nest, and what is that loop nest?
+
+Takes: stored compute nodes (one candidate kernel). Gives: the kernel's
+iteration space and each node's place in it, or the reason there is none.
+
+A kernel iterates over ``outer x reduce`` elements. Each node takes a role:
+- ``inner``: a pointwise node over all ``outer * reduce`` elements,
+- ``reduction``: folds ``reduce`` elements into each of ``outer`` results,
+- ``outer``: a pointwise node over the ``outer`` elements (an epilogue).
+
+The kernel's dimensions are the common refinement of every node's sizes (in
+row-major order): each node dimension is then a product of consecutive kernel
+dimensions, so each node variable is an affine expression of kernel variables.
+
+Levels order the work inside one outer element: odd levels are loops over the
+reduce dimensions, even levels run between them. A reduction's result is usable
+from the level after its loop; an inner node reads another inner node only at
+the index that node writes in the same iteration.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from braze import config
+from braze.ir import simplify as S
+from braze.ir.expr import Expr, Op, index, substitute, var, walk
+from braze.ir.graph import ComputeNode, Graph, out_vars, reduce_vars
+
+INNER, OUTER, REDUCTION = "inner", "outer", "reduction"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""
+
+
+@dataclass
+class Nest:
+    """One loop nest: kernel dimensions and each node's variables expressed in them."""
+    outer_numel: int
+    reduce_numel: int
+    dims: list  # kernel dimension sizes, outer first
+    n_outer: int
+    roles: dict  # node name -> role
+    maps: dict  # node name -> {node VAR: kernel index expression}
+    levels: dict  # node name -> level
+
+    def kernel_vars(self) -> list:
+        return [var(_kernel_var_name(j, self.n_outer), size) for j, size in enumerate(self.dims)]
+
+
+def _kernel_var_name(j: int, n_outer: int) -> str:
+    return f"x{j}" if j < n_outer else f"r{j - n_outer}"
+
+
+def node_domain(node: ComputeNode) -> tuple:
+    if node.is_reduction:
+        return node.numel, node.reduction.numel
+    return node.numel, 1
+
+
+def group_domain(nodes) -> tuple | None:
+    """(outer numel, reduce numel) shared by ``nodes``, or None."""
+    reductions = {node_domain(n) for n in nodes if n.is_reduction}
+    if len(reductions) > 1:
+        return None
+    if reductions:
+        outer, red = next(iter(reductions))
+        if all(n.is_reduction or n.numel in (outer, outer * red) for n in nodes):
+            return outer, red
+        return None
+    sizes = {n.numel for n in nodes}
+    return (sizes.pop(), 1) if len(sizes) == 1 else None
+
+
+def role_of(node: ComputeNode, outer: int, red: int) -> str:
+    if node.is_reduction:
+        return REDUCTION
+    if red == 1 or node.numel == outer * red:
+        return INNER
+    return OUTER
+
+
+def _suffixes(sizes, scale: int = 1) -> set:
+    out, acc = set(), scale
+    for size in reversed(sizes):
+        out.add(acc)
+        acc *= size
+    out.add(acc)
+    return out
+
+
+def _boundaries(node: ComputeNode, role: str, red: int) -> set:
+    if role == REDUCTION:
+        return _suffixes(node.reduction.sizes) | _suffixes(node.sizes, red)
+    if role == OUTER:
+        return _suffixes(node.sizes, red)
+    return _suffixes(node.sizes)
+
+
+def refine(nodes, roles: dict, outer: int, red: int) -> tuple | None:
+    """Kernel dimension sizes (outer first) and how many are outer, or None."""
+    cuts = {1, red, outer * red}
+    for n in nodes:
+        cuts |= _boundaries(n, roles[n.name], red)
+    cuts = sorted(c for c in cuts if c > 0)
+    if any(b % a for a, b in zip(cuts, cuts[1:])):
+        return None
+    dims = [b // a for a, b in zip(cuts, cuts[1:])][::-1]
+    n_outer = sum(1 for a in cuts[:-1] if a >= red)
+    return dims, n_outer
+
+
+def _span_map(sizes, variables, kernel_vars, dims_suffix: list, base: int) -> dict:
+    """Map each node variable (sizes, row-major over a span ending at suffix ``base``)
+    to a sum of kernel variables."""
+    mapping = {}
+    lo = base
+    for size, v in zip(reversed(sizes), reversed(variables)):
+        hi = lo * size
+        if size != 1:
+            terms = [S.mul(kv, suffix // lo) for kv, suffix in zip(kernel_vars, dims_suffix)
+                     if lo <= suffix < hi]
+            mapping[v] = S.sum_of(terms)
+        lo = hi
+    return mapping
+
+
+def build_nest(nodes) -> Nest | Verdict:
+    """The loop nest computing ``nodes`` (topologically ordered), or why there is none."""
+    domain = group_domain(nodes)
+    if domain is None:
+        return Verdict(False, "different iteration spaces")
+    outer, red = domain
+    roles = {n.name: role_of(n, outer, red) for n in nodes}
+    refined = refine(nodes, roles, outer, red)
+    if refined is None:
+        return Verdict(False, "no common loop nest (sizes split differently)")
+    dims, n_outer = refined
+    nest = Nest(outer, red, dims, n_outer, roles, {}, {})
+    kvars = nest.kernel_vars()
+    suffix = [math.prod(dims[j + 1:]) for j in range(len(dims))]
+    for n in nodes:
+        role = roles[n.name]
+        if role == REDUCTION:
+            mapping = _span_map(n.reduction.sizes, reduce_vars(n.reduction.sizes), kvars, suffix, 1)
+            mapping.update(_span_map(n.sizes, out_vars(n.sizes), kvars, suffix, red))
+        else:
+            mapping = _span_map(n.sizes, out_vars(n.sizes), kvars, suffix, red if role == OUTER else 1)
+        nest.maps[n.name] = mapping
+    return nest
+
+
+def write_index(node: ComputeNode, nest: Nest) -> tuple:
+    mapping = nest.maps[node.name]
+    return tuple(mapping.get(v, index(0)) for v in out_vars(node.sizes))
+
+
+def in_kernel_reads(node: ComputeNode, members: dict) -> list:
+    """(producer name, LOAD expression) for each read of another member's buffer."""
+    found = []
+    for e in walk(node.body):
+        if e.op is Op.LOAD and e.arg in members and e.arg != node.name:
+            found.append((e.arg, e))
+    return found
+
+
+def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
+    members = {n.name: n for n in nodes}
+    writers = {n.mutates: n for n in nodes if n.mutates}
+    for n in nodes:
+        role = nest.roles[n.name]
+        level = 1 if role != OUTER else 0
+        for producer, load_expr in in_kernel_reads(n, members):
+            p_role = nest.roles[producer]
+            p_level = nest.levels[producer]
+            if role == OUTER and p_role == INNER:
+                return Verdict(False, f"{n.name} reads {producer} per element but runs once per row")
+            if not _same_element(load_expr, n, members[producer], nest):
+                return Verdict(False, f"{n.name} reads {producer} at another index than it is written")
+            level = max(level, p_level if p_role == INNER else p_level + 1)
+        for reader in _readers_of_written(n, nodes, writers):
+            level = max(level, nest.levels[reader.name])
+        level += (level % 2 == 0) if role != OUTER else (level % 2 == 1)
+        nest.levels[n.name] = level
+    return Verdict(True)
+
+
+def _readers_of_written(node: ComputeNode, nodes, writers: dict) -> list:
+    """Members that read the input ``node`` overwrites (they must read first)."""
+    if not node.mutates:
+        return []
+    return [m for m in nodes if m is not node and node.mutates in m.reads()]
+
+
+def _same_element(load_expr: Expr, reader: ComputeNode, producer: ComputeNode, nest: Nest) -> bool:
+    read = [substitute(i, nest.maps[reader.name]) for i in load_expr.args]
+    return all(a is b for a, b in zip(read, write_index(producer, nest)))
+
+
+def _mutation_reads_ok(nodes, nest: Nest) -> Verdict:
+    for writer in nodes:
+        if not writer.mutates:
+            continue
+        target = write_index(writer, nest)
+        for reader in nodes:
+            for e in walk(reader.body):
+                if e.op is Op.LOAD and e.arg == writer.mutates:
+                    read = [substitute(i, nest.maps[reader.name]) for i in e.args]
+                    if not all(a is b for a, b in zip(read, target)):
+                        return Verdict(False, f"{reader.name} reads {writer.mutates} at another index than "
+                                              f"{writer.name} overwrites it")
+    return Verdict(True)
+
+
+def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
+    """Can the nodes of two groups run in one kernel?"""
+    nodes = sorted(a_nodes + b_nodes, key=lambda n: _rank(graph, n))
+    if any(n.is_reduction for n in nodes) and not all(n.is_reduction for n in nodes) \
+            and not config.fuse_reductions:
+        return Verdict(False, "fusion into reductions disabled by config")
+    nest = build_nest(nodes)
+    if isinstance(nest, Verdict):
+        return nest
+    verdict = assign_levels(nodes, nest, graph)
+    if not verdict.ok:
+        return verdict
+    return _mutation_reads_ok(nodes, nest)
+
+
+def _rank(graph: Graph, node) -> int:
+    ranks = getattr(graph, "_ranks", None)
+    if ranks is None or len(ranks) != len(graph.nodes):
+        ranks = {n.name: k for k, n in enumerate(graph.nodes)}
+        graph._ranks = ranks
+    return ranks[node.name]

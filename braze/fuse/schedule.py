@@ -1,0 +1,236 @@
+"""The scheduler: group stored buffers into kernels.
+
+Takes: an inlined ``Graph``. Gives: ``Schedule``: the groups in an order that
+respects every dependency (each group becomes one kernel, or one ATen call), and
+the fusion log: every candidate pair considered, with its score and verdict.
+
+Candidates are producer -> consumer edges and siblings reading the same buffer,
+scored by the bytes of memory traffic fusion saves. They are accepted greedily,
+best first; a pair is fused only if ``braze.fuse.legality`` finds one loop nest
+that computes both (same iteration space, same indices on every edge between
+them) and merging does not create a cycle.
+
+Cycle check: the groups are kept in a topological order. Any path from group A
+to a later group B visits only groups between them in that order, so a search
+bounded by that window decides whether merging A and B closes a cycle; the
+merged group takes A's place, with the window's descendants of A moved after it.
+Cost: proportional to the window, so near-linear for local fusions.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from braze import config
+from braze.fuse.legality import Verdict, check_merge, group_domain
+from braze.ir import dtypes
+from braze.ir.graph import ComputeNode, ExternNode, Graph
+
+
+class Reason(enum.Enum):
+    FUSED = "fused"
+    SAME_KERNEL = "already in one kernel"
+    EXTERN = "an ATen call is never fused"
+    DISABLED = "fusion disabled by config"
+    CYCLE = "fusing would create a cycle"
+
+
+@dataclass
+class FusionRecord:
+    first: str
+    second: str
+    score: int
+    kind: str  # "producer-consumer" or "siblings"
+    fused: bool
+    reason: str
+
+    def __str__(self) -> str:
+        verdict = "fused" if self.fused else "not fused"
+        return f"{self.first} + {self.second} ({self.kind}, {self.score} bytes): {verdict}: {self.reason}"
+
+
+@dataclass(eq=False)
+class Group:
+    id: int
+    nodes: list  # graph nodes in topological order
+    extern: bool = False
+    preds: set = field(default_factory=set)
+    succs: set = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.nodes[0].name
+
+
+@dataclass
+class Schedule:
+    groups: list  # in a valid execution order
+    log: list  # FusionRecord per considered pair
+
+
+def schedule(graph: Graph) -> Schedule:
+    return Scheduler(graph).run()
+
+
+class Scheduler:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        work = [n for n in graph.nodes if isinstance(n, (ComputeNode, ExternNode))]
+        self.groups = [Group(k, [n], isinstance(n, ExternNode)) for k, n in enumerate(work)]
+        self.group_of = {}  # buffer or node name -> group
+        for g in self.groups:
+            self.group_of[g.nodes[0].name] = g
+            if g.extern:
+                for out in g.nodes[0].outputs:
+                    if out is not None:
+                        self.group_of[out[0]] = g
+        self.order = list(self.groups)
+        self.position = {g.id: k for k, g in enumerate(self.order)}
+        self.log: list[FusionRecord] = []
+        self.rank = {n.name: k for k, n in enumerate(graph.nodes)}
+        self._link()
+
+    # ------------------------------------------------------------------ graph
+
+    def _link(self) -> None:
+        """Edges: reads of a produced buffer, and reads of an input before its overwrite."""
+        writers = {g.nodes[0].mutates: g for g in self.groups if not g.extern and g.nodes[0].mutates}
+        for g in self.groups:
+            for name in g.nodes[0].reads():
+                producer = self.group_of.get(name)
+                if producer is not None and producer is not g:
+                    self._edge(producer, g)
+                writer = writers.get(name)
+                if writer is not None and writer is not g:
+                    self._edge(g, writer)  # read the old value before it is overwritten
+
+    def _edge(self, a: Group, b: Group) -> None:
+        a.succs.add(b)
+        b.preds.add(a)
+
+    # ------------------------------------------------------------------ driving
+
+    def run(self) -> Schedule:
+        if config.fuse:
+            candidates = self._candidates()
+            for _ in range(3):
+                if not self._fuse_round(candidates):
+                    break
+        return Schedule([g for g in self.order if g is not None], self.log)
+
+    def _candidates(self) -> list:
+        found = {}
+        readers: dict = {}
+        for g in self.groups:
+            node = g.nodes[0]
+            for name in node.reads():
+                readers.setdefault(name, []).append(g)
+                producer = self.group_of.get(name)
+                if producer is not None and producer is not g:
+                    found[(producer.id, g.id)] = (self._bytes(name), "producer-consumer", producer, g)
+        if config.fuse_horizontal:
+            for name, gs in readers.items():
+                for a, b in zip(gs, gs[1:]):
+                    key = (a.id, b.id)
+                    if key not in found:
+                        found[key] = (self._bytes(name), "siblings", a, b)
+        ranked = sorted(found.values(), key=lambda c: (-c[0], abs(c[2].id - c[3].id), c[2].id))
+        return ranked
+
+    def _bytes(self, buffer: str) -> int:
+        node = self.graph.producer(buffer)
+        numel = node.numel if not isinstance(node, ExternNode) else _extern_numel(node, buffer)
+        dtype = self.graph.dtype_of(buffer)
+        return numel * (dtype.itemsize if dtype is not dtypes.INDEX else 8)
+
+    def _fuse_round(self, candidates) -> bool:
+        """Try every candidate once; later rounds retry the refused ones (their groups
+        may have grown into a shape that fits) and update their log records."""
+        merged_any = False
+        first_round = not self.log
+        for k, (score, kind, a0, b0) in enumerate(candidates):
+            record = None if first_round else self.log[k]
+            if record is not None and (record.fused or record.reason == Reason.SAME_KERNEL.value):
+                continue
+            a, b = self._find(a0), self._find(b0)
+            if record is not None and a is b:
+                continue
+            fused, reason = self._try(a, b)
+            if record is None:
+                self.log.append(FusionRecord(a0.name, b0.name, score, kind, fused, reason))
+            else:
+                record.fused, record.reason = fused, reason
+            merged_any |= fused
+        return merged_any
+
+    def _try(self, a: Group, b: Group) -> tuple[bool, str]:
+        if a is b:
+            return False, Reason.SAME_KERNEL.value
+        if a.extern or b.extern:
+            return False, Reason.EXTERN.value
+        if self.position[a.id] > self.position[b.id]:
+            a, b = b, a
+        verdict: Verdict = check_merge(self.graph, a.nodes, b.nodes)
+        if not verdict.ok:
+            return False, verdict.reason
+        descendants = self._descendants_before(a, b)
+        if descendants is None:
+            return False, Reason.CYCLE.value
+        self._merge(a, b, descendants)
+        return True, Reason.FUSED.value
+
+    # ------------------------------------------------------------------ union and order
+
+    def _find(self, g: Group) -> Group:
+        while hasattr(g, "merged_into"):
+            g = g.merged_into
+        return g
+
+    def _descendants_before(self, a: Group, b: Group):
+        """Groups strictly between a and b (in order) reachable from a; None if one reaches b."""
+        limit = self.position[b.id]
+        seen, stack = set(), [s for s in a.succs if s is not b]
+        while stack:
+            g = stack.pop()
+            if g.id in seen or self.position[g.id] >= limit:
+                continue
+            seen.add(g.id)
+            if b in g.succs:
+                return None
+            stack.extend(g.succs)
+        return seen
+
+    def _merge(self, a: Group, b: Group, descendants: set) -> None:
+        start, end = self.position[a.id], self.position[b.id]
+        window = [g for g in self.order[start + 1:end] if g is not None]
+        before = [g for g in window if g.id not in descendants]
+        after = [g for g in window if g.id in descendants]
+        a.nodes = sorted(a.nodes + b.nodes, key=lambda n: self.rank[n.name])
+        b.merged_into = a
+        for p in b.preds:
+            p.succs.discard(b)
+            if p is not a:
+                p.succs.add(a)
+                a.preds.add(p)
+        for s in b.succs:
+            s.preds.discard(b)
+            if s is not a:
+                s.preds.add(a)
+                a.succs.add(s)
+        a.succs.discard(a)
+        a.preds.discard(a)
+        # b's slot (and earlier ones) stay as holes, so no position outside the window moves
+        placed = before + [a] + after
+        self.order[start:end + 1] = placed + [None] * (end - start + 1 - len(placed))
+        for k, g in enumerate(placed, start):
+            self.position[g.id] = k
+
+
+def _extern_numel(node: ExternNode, buffer: str) -> int:
+    for out in node.outputs:
+        if out is not None and out[0] == buffer:
+            return out[2].numel
+    return 0
+
+
+__all__ = ["schedule", "Schedule", "Group", "FusionRecord", "group_domain"]

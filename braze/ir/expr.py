@@ -1,0 +1,438 @@
+"""The scalar expression node of braze's loop IR.
+
+Takes: nothing but Python values. Gives: ``Expr``, one immutable, interned node
+type with one op enum (``Op``), and the functions that build, walk, rewrite and
+print expressions.
+
+An ``Expr`` is ``(op, dtype, args, arg)``: ``args`` are child expressions, ``arg``
+a plain hashable payload (a constant's value, a variable's ``(name, size)``, a
+load's buffer name). Nodes are interned, so structurally equal expressions are
+the same object: equality is ``is``, hashing is by identity, common
+subexpressions are shared for free and memo tables keyed by node are cheap.
+
+A loop variable carries its extent (``VAR`` arg ``(name, size)``), so index
+ranges are known from the expression alone; a variable of extent 1 is the
+constant 0. ``LOAD`` reads one element of a buffer at per-dimension logical
+indices; what those mean in memory (strides) belongs to the buffer's layout.
+
+Index arithmetic has dtype ``INDEX`` and is built through ``braze.ir.simplify``,
+which keeps it in canonical form; value arithmetic (any torch dtype) is kept
+exactly as written.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from typing import Callable, Iterable, Iterator
+
+import torch
+
+from braze.ir import dtypes
+
+
+class Op(enum.Enum):
+    # leaves
+    CONST = "const"
+    VAR = "var"
+    LOAD = "load"
+    VALUE = "value"  # a value computed earlier in the same kernel (arg: the node's name)
+    # conversions and selection
+    CAST = "cast"
+    WHERE = "where"
+    # unary
+    NEG = "neg"
+    ABS = "abs"
+    SIGN = "sign"
+    RECIPROCAL = "reciprocal"
+    EXP = "exp"
+    EXP2 = "exp2"
+    EXPM1 = "expm1"
+    LOG = "log"
+    LOG2 = "log2"
+    LOG10 = "log10"
+    LOG1P = "log1p"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ASIN = "asin"
+    ACOS = "acos"
+    ATAN = "atan"
+    SINH = "sinh"
+    COSH = "cosh"
+    TANH = "tanh"
+    ASINH = "asinh"
+    ACOSH = "acosh"
+    ATANH = "atanh"
+    ERF = "erf"
+    ERFC = "erfc"
+    ERFINV = "erfinv"
+    LGAMMA = "lgamma"
+    DIGAMMA = "digamma"
+    SIGMOID = "sigmoid"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"
+    TRUNC = "trunc"
+    BITWISE_NOT = "bitwise_not"
+    LOGICAL_NOT = "logical_not"
+    ISNAN = "isnan"
+    ISINF = "isinf"
+    SIGNBIT = "signbit"
+    # binary
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    TRUEDIV = "truediv"
+    FLOORDIV = "floordiv"
+    TRUNCDIV = "truncdiv"
+    MOD = "mod"
+    FMOD = "fmod"
+    POW = "pow"
+    ATAN2 = "atan2"
+    HYPOT = "hypot"
+    COPYSIGN = "copysign"
+    NEXTAFTER = "nextafter"
+    MAXIMUM = "maximum"
+    MINIMUM = "minimum"
+    FMAX = "fmax"
+    FMIN = "fmin"
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    LSHIFT = "lshift"
+    RSHIFT = "rshift"
+
+
+COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+BOOL_RESULT = COMPARISONS | {Op.LOGICAL_NOT, Op.ISNAN, Op.ISINF, Op.SIGNBIT}
+BINARY = frozenset({
+    Op.ADD, Op.SUB, Op.MUL, Op.TRUEDIV, Op.FLOORDIV, Op.TRUNCDIV, Op.MOD, Op.FMOD, Op.POW,
+    Op.ATAN2, Op.HYPOT, Op.COPYSIGN, Op.NEXTAFTER, Op.MAXIMUM, Op.MINIMUM, Op.FMAX, Op.FMIN,
+    Op.AND, Op.OR, Op.XOR, Op.LSHIFT, Op.RSHIFT,
+}) | COMPARISONS
+LEAVES = frozenset({Op.CONST, Op.VAR, Op.LOAD, Op.VALUE})
+UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE})
+# Ops whose cost in a loop body is well above one instruction: the inliner and the
+# fusion cost model weigh them.
+EXPENSIVE = frozenset({
+    Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P, Op.SIN, Op.COS, Op.TAN,
+    Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH,
+    Op.ERF, Op.ERFC, Op.ERFINV, Op.LGAMMA, Op.DIGAMMA, Op.POW, Op.ATAN2, Op.HYPOT, Op.SIGMOID,
+    Op.TRUEDIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.SQRT, Op.RSQRT,
+})
+
+
+class Expr:
+    """One interned IR node. Build with the functions below, never directly."""
+
+    __slots__ = ("op", "dtype", "args", "arg", "_memo")
+
+    _table: dict = {}
+
+    def __new__(cls, op: Op, dtype, args: tuple = (), arg=None):
+        key = (op, dtype, args, _payload_key(arg))
+        node = cls._table.get(key)
+        if node is None:
+            node = object.__new__(cls)
+            node.op, node.dtype, node.args, node.arg = op, dtype, args, arg
+            node._memo = None
+            cls._table[key] = node
+        return node
+
+    def __reduce__(self):
+        return (Expr, (self.op, self.dtype, self.args, self.arg))
+
+    def __repr__(self) -> str:
+        return to_text(self)
+
+    __str__ = __repr__
+
+    # shorthand accessors
+    @property
+    def is_const(self) -> bool:
+        return self.op is Op.CONST
+
+    @property
+    def name(self) -> str:
+        """The variable's or buffer's name (VAR, LOAD, VALUE)."""
+        return self.arg[0] if self.op is Op.VAR else self.arg
+
+    @property
+    def size(self) -> int:
+        """A variable's extent."""
+        return self.arg[1]
+
+    def memo(self) -> dict:
+        if self._memo is None:
+            self._memo = {}
+        return self._memo
+
+
+def _payload_key(arg):
+    if isinstance(arg, float):
+        return ("float", arg.hex())
+    if isinstance(arg, bool):
+        return ("bool", arg)
+    return arg
+
+
+def clear_intern_table(limit: int = 200_000) -> None:
+    """Forget interned nodes once the table is large; called between graphs."""
+    if len(Expr._table) > limit:
+        Expr._table.clear()
+
+
+# ----------------------------------------------------------------------------- builders
+
+def const(value, dtype) -> Expr:
+    if dtype is dtypes.INDEX or (dtype in dtypes.INTEGERS):
+        value = int(value)
+    elif dtype is torch.bool:
+        value = bool(value)
+    else:
+        value = float(value)
+    return Expr(Op.CONST, dtype, (), value)
+
+
+def index(value: int) -> Expr:
+    return Expr(Op.CONST, dtypes.INDEX, (), int(value))
+
+
+def var(name: str, size: int) -> Expr:
+    """A loop variable ranging over ``[0, size)``; extent 1 is the constant 0."""
+    if size == 1:
+        return index(0)
+    return Expr(Op.VAR, dtypes.INDEX, (), (name, int(size)))
+
+
+def load(buffer: str, indices: Iterable[Expr], dtype) -> Expr:
+    return Expr(Op.LOAD, dtype, tuple(indices), buffer)
+
+
+def cast(value: Expr, dtype) -> Expr:
+    if value.dtype == dtype:
+        return value
+    if value.op is Op.CAST and value.arg == "store" and value.args[0].dtype == dtype:
+        return value.args[0]  # a value rounded only because it was once to be stored
+    if value.op is Op.CONST and dtype is not dtypes.INDEX and value.dtype is not dtypes.INDEX:
+        return const(_convert_constant(value.arg, dtype), dtype)
+    if value.op is Op.CONST and dtype is dtypes.INDEX:
+        return index(value.arg)
+    return Expr(Op.CAST, dtype, (value,))
+
+
+def store_cast(value: Expr, dtype) -> Expr:
+    """``value`` rounded to a stored dtype; undone by a cast back (round once, on store)."""
+    if value.dtype == dtype:
+        return value
+    return Expr(Op.CAST, dtype, (value,), "store")
+
+
+def _convert_constant(value, dtype):
+    if dtype is torch.bool:
+        return bool(value)
+    if dtype in dtypes.INTEGERS:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return torch.tensor(value).to(dtype).item()
+            value = math.trunc(value)
+        return torch.tensor(int(value), dtype=torch.int64).to(dtype).item()
+    return float(value)
+
+
+def unary(op: Op, value: Expr) -> Expr:
+    dtype = torch.bool if op in BOOL_RESULT else value.dtype
+    return Expr(op, dtype, (value,))
+
+
+def binary(op: Op, a: Expr, b: Expr) -> Expr:
+    if a.dtype != b.dtype:
+        raise TypeError(f"braze IR: {op.value} needs equal dtypes, got {a.dtype} and {b.dtype}")
+    dtype = torch.bool if op in COMPARISONS else a.dtype
+    return Expr(op, dtype, (a, b))
+
+
+def where(cond: Expr, a: Expr, b: Expr) -> Expr:
+    if a.dtype != b.dtype:
+        raise TypeError(f"braze IR: where needs equal branch dtypes, got {a.dtype} and {b.dtype}")
+    if cond.op is Op.CONST:
+        return a if cond.arg else b
+    if a is b:
+        return a
+    return Expr(Op.WHERE, a.dtype, (cond, a, b))
+
+
+# ----------------------------------------------------------------------------- traversal
+
+def walk(root: Expr | Iterable[Expr]) -> list[Expr]:
+    """Every distinct node reachable from ``root``, children before parents."""
+    roots = [root] if isinstance(root, Expr) else list(root)
+    seen: set = set()
+    order: list[Expr] = []
+    stack = [(r, False) for r in reversed(roots)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for child in reversed(node.args):
+            if id(child) not in seen:
+                stack.append((child, False))
+    return order
+
+
+def free_vars(e: Expr) -> frozenset:
+    """The VAR nodes ``e`` depends on."""
+    memo = e.memo()
+    found = memo.get("vars")
+    if found is None:
+        if e.op is Op.VAR:
+            found = frozenset((e,))
+        elif not e.args:
+            found = frozenset()
+        else:
+            found = frozenset().union(*(free_vars(a) for a in e.args))
+        memo["vars"] = found
+    return found
+
+
+def loads(root: Expr | Iterable[Expr]) -> list[Expr]:
+    return [n for n in walk(root) if n.op is Op.LOAD]
+
+
+def op_count(root: Expr | Iterable[Expr]) -> int:
+    """Distinct non-leaf nodes, expensive ones counted four times."""
+    return sum(4 if n.op in EXPENSIVE else 1 for n in walk(root) if n.op not in LEAVES)
+
+
+def rewrite(root: Expr, visit: Callable[[Expr, tuple], Expr | None], memo: dict | None = None) -> Expr:
+    """Rebuild ``root`` bottom-up. ``visit(node, new_args)`` may return a replacement;
+    returning None keeps the node (rebuilt with its new children)."""
+    memo = {} if memo is None else memo
+    for node in walk(root):
+        if id(node) in memo:
+            continue
+        new_args = tuple(memo[id(a)] for a in node.args)
+        out = visit(node, new_args)
+        if out is None:
+            out = node if all(x is y for x, y in zip(new_args, node.args)) else rebuild(node, new_args)
+        memo[id(node)] = out
+    return memo[id(root)]
+
+
+def rebuild(node: Expr, args: tuple) -> Expr:
+    """``node`` with new children, re-simplified when it is index arithmetic."""
+    from braze.ir import simplify
+    if node.op is Op.LOAD:
+        return load(node.arg, args, node.dtype)
+    if node.op is Op.CAST:
+        return store_cast(args[0], node.dtype) if node.arg == "store" else cast(args[0], node.dtype)
+    if node.op is Op.WHERE:
+        if node.dtype is dtypes.INDEX:
+            return simplify.where(*args)
+        return where(*args)
+    if node.dtype is dtypes.INDEX or (node.op in COMPARISONS and args[0].dtype is dtypes.INDEX):
+        return simplify.build(node.op, args)
+    return Expr(node.op, node.dtype, args, node.arg)
+
+
+def substitute(root: Expr, mapping: dict, memo: dict | None = None) -> Expr:
+    """Replace nodes (usually VARs) by other expressions, re-simplifying index math."""
+    if not mapping:
+        return root
+    return rewrite(root, lambda node, args: mapping.get(node), memo)
+
+
+# ----------------------------------------------------------------------------- printing
+
+_INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.TRUEDIV: "/", Op.FLOORDIV: "//", Op.MOD: "%",
+          Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
+          Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.LSHIFT: "<<", Op.RSHIFT: ">>"}
+
+
+def to_text(e: Expr) -> str:
+    """A one-line readable form, e.g. ``exp(load(buf0, [x0, x1])) * 2.0``."""
+    memo = e.memo()
+    text = memo.get("text")
+    if text is None:
+        text = _format(e)
+        memo["text"] = text
+    return text
+
+
+def _format(e: Expr) -> str:
+    op, args = e.op, e.args
+    if op is Op.CONST:
+        return repr(e.arg) if not isinstance(e.arg, bool) else str(e.arg)
+    if op is Op.VAR:
+        return e.arg[0]
+    if op is Op.VALUE:
+        return f"<{e.arg}>"
+    if op is Op.LOAD:
+        return f"{e.arg}[{', '.join(to_text(a) for a in args)}]"
+    if op is Op.CAST:
+        return f"{dtypes.short(e.dtype)}({to_text(args[0])})"
+    if op in _INFIX:
+        return f"({to_text(args[0])} {_INFIX[op]} {to_text(args[1])})"
+    return f"{op.value}({', '.join(to_text(a) for a in args)})"
+
+
+def format_body(root: Expr, name: str = "out") -> list[str]:
+    """Several lines with shared subexpressions bound once: ``t3 = exp(t1)``."""
+    uses: dict = {}
+    for node in walk(root):
+        for child in node.args:
+            uses[id(child)] = uses.get(id(child), 0) + 1
+    names: dict = {}
+    lines: list[str] = []
+
+    def show(node: Expr) -> str:
+        if id(node) in names:
+            return names[id(node)]
+        if node.op in (Op.CONST, Op.VAR):
+            return to_text(node)
+        saved = {}
+        for child in node.args:
+            saved[id(child)] = show(child)
+        text = _format_with(node, saved)
+        if uses.get(id(node), 0) > 1 and node.op is not Op.LOAD or len(text) > 100:
+            label = f"t{len(lines)}"
+            lines.append(f"{label} = {text}")
+            names[id(node)] = label
+            return label
+        return text
+
+    for node in walk(root):
+        if uses.get(id(node), 0) > 1 and node.op not in (Op.CONST, Op.VAR):
+            show(node)
+    lines.append(f"{name} = {show(root)}")
+    return lines
+
+
+def _format_with(e: Expr, shown: dict) -> str:
+    args = [shown[id(a)] for a in e.args]
+    op = e.op
+    if op is Op.LOAD:
+        return f"{e.arg}[{', '.join(args)}]"
+    if op is Op.CAST:
+        return f"{dtypes.short(e.dtype)}({args[0]})"
+    if op in _INFIX:
+        return f"({args[0]} {_INFIX[op]} {args[1]})"
+    return f"{op.value}({', '.join(args)})"
+
+
+def iter_vars(names: Iterable[str], sizes: Iterable[int]) -> Iterator[Expr]:
+    for name, size in zip(names, sizes):
+        yield var(name, size)

@@ -1,0 +1,282 @@
+"""Buffers and the graph of nodes that produce them.
+
+Takes: expressions from ``braze.ir.expr``. Gives: ``Layout`` (sizes, strides,
+offset), the node kinds of a lowered graph and ``Graph``, with a text form.
+
+- ``InputNode``: a graph input, read in place.
+- ``ComputeNode``: one buffer defined elementwise by ``body``. A pointwise node's
+  body is an expression over its output variables ``x0, x1, ...``; a reduction's
+  body is over output variables and reduction variables ``r0, r1, ...``, folded
+  by ``reduction.op``. ``mutates`` names an input whose storage the node writes
+  (``copy_`` into a graph input).
+- ``ExternNode``: a call into ATen (matmul, convolution, or an op braze does not
+  lower), producing one or more buffers.
+
+Every node's reads are its body's ``LOAD``s (or an extern's arguments), known at
+construction. Views never make nodes: they are index maps inside expressions.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from braze.ir import dtypes
+from braze.ir.expr import Expr, Op, format_body, loads, var
+from braze.ir.simplify import flat_offset, row_major_strides
+
+
+@dataclass(frozen=True)
+class Layout:
+    sizes: tuple
+    strides: tuple
+    offset: int = 0
+
+    @staticmethod
+    def contiguous(sizes) -> "Layout":
+        return Layout(tuple(sizes), tuple(row_major_strides(sizes)), 0)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+    def storage_numel(self) -> int:
+        """Elements of storage the layout spans (from offset 0)."""
+        if self.numel == 0:
+            return 0
+        return self.offset + 1 + sum((s - 1) * st for s, st in zip(self.sizes, self.strides))
+
+    def position(self, indices) -> Expr:
+        """Storage position of a logical index."""
+        return flat_offset(indices, self.strides, self.offset)
+
+    def is_dense(self) -> bool:
+        """Non-overlapping and without gaps (a permutation of a contiguous layout)."""
+        dims = sorted((st, s) for s, st in zip(self.sizes, self.strides) if s != 1)
+        expected = 1
+        for stride, size in dims:
+            if stride != expected:
+                return False
+            expected *= size
+        return True
+
+
+class ReduceOp(enum.Enum):
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    ARGMAX = "argmax"
+    ARGMIN = "argmin"
+    ANY = "any"
+    ALL = "all"
+    WELFORD_MEAN = "welford_mean"
+    WELFORD_M2 = "welford_m2"
+
+
+@dataclass(frozen=True)
+class Reduction:
+    op: ReduceOp
+    sizes: tuple  # extents of the reduction variables r0, r1, ...
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+
+def out_vars(sizes) -> tuple:
+    return tuple(var(f"x{k}", s) for k, s in enumerate(sizes))
+
+
+def reduce_vars(sizes) -> tuple:
+    return tuple(var(f"r{k}", s) for k, s in enumerate(sizes))
+
+
+@dataclass(eq=False)
+class Node:
+    name: str
+    dtype: Any
+    sizes: tuple
+    origins: list = field(default_factory=list)  # the ATen ops this node came from
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+    def reads(self) -> list[str]:
+        return []
+
+
+@dataclass(eq=False)
+class InputNode(Node):
+    position: int = 0
+    layout: Layout | None = None  # relative to the tensor's data pointer (offset 0)
+    constant: Any = None  # a tensor baked into the graph (get_attr), else None
+    storage_offset: int = 0  # the input's own offset into its storage (for views of it)
+
+
+@dataclass(eq=False)
+class ComputeNode(Node):
+    body: Expr | None = None
+    reduction: Reduction | None = None
+    layout: Layout | None = None  # set once the node is realized (stored)
+    mutates: str | None = None  # input buffer written in place (copy_ into an input)
+    preferred: Layout | None = None  # eager's layout for this value, used if it is stored
+    pinned: str | None = None  # why the node must be stored whatever the inliner thinks
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.reduction is not None
+
+    def reads(self) -> list[str]:
+        seen = []
+        for ld in loads(self.body):
+            if ld.arg not in seen:
+                seen.append(ld.arg)
+        return seen
+
+    @property
+    def target(self) -> str:
+        """The buffer the node stores into."""
+        return self.mutates or self.name
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A tensor argument of an extern call: a buffer seen through a strided view."""
+    buffer: str
+    sizes: tuple
+    strides: tuple
+    offset: int
+    dtype: Any
+
+
+@dataclass(eq=False)
+class ExternNode(Node):
+    target: Any = None  # an OpOverload (or callable) run at run time
+    args: tuple = ()  # BufferArg, nested lists/tuples, or plain values
+    kwargs: dict = field(default_factory=dict)
+    outputs: list = field(default_factory=list)  # (buffer name, dtype, Layout) or None per result
+    is_fallback: bool = False  # True: braze could have no lowering for it (reported)
+    single: bool = True  # the call returns one tensor, not a tuple
+
+    def reads(self) -> list[str]:
+        found = []
+        _collect_buffers(self.args, found)
+        _collect_buffers(tuple(self.kwargs.values()), found)
+        return found
+
+
+def _collect_buffers(value, found: list) -> None:
+    if isinstance(value, BufferArg):
+        if value.buffer not in found:
+            found.append(value.buffer)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect_buffers(v, found)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """One graph output: a buffer, a view of a buffer, or a plain value."""
+    kind: str  # "buffer", "view", "value"
+    buffer: str | None = None
+    sizes: tuple = ()
+    strides: tuple = ()
+    offset: int = 0
+    value: Any = None
+
+
+@dataclass(eq=False)
+class Graph:
+    nodes: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)  # per placeholder: buffer name or None
+    outputs: list = field(default_factory=list)  # OutputSpec per graph output
+    device: torch.device = torch.device("cpu")
+
+    def __post_init__(self):
+        self.by_name: dict = {}
+
+    def add(self, node: Node) -> Node:
+        self.nodes.append(node)
+        self.add_name(node)
+        return node
+
+    def add_name(self, node: Node) -> None:
+        self.by_name[node.name] = node
+        if isinstance(node, ExternNode):
+            for out in node.outputs:
+                if out is not None:
+                    self.by_name[out[0]] = node
+
+    def producer(self, buffer: str) -> Node:
+        return self.by_name[buffer]
+
+    def dtype_of(self, buffer: str):
+        node = self.by_name[buffer]
+        if isinstance(node, ExternNode):
+            return next(o[1] for o in node.outputs if o is not None and o[0] == buffer)
+        return node.dtype
+
+    def layout_of(self, buffer: str) -> Layout | None:
+        node = self.by_name[buffer]
+        if isinstance(node, ExternNode):
+            return next(o[2] for o in node.outputs if o is not None and o[0] == buffer)
+        return node.layout
+
+    def to_text(self) -> str:
+        return "\n".join(node_text(n) for n in self.nodes) + "\n" + _outputs_text(self.outputs)
+
+
+def node_text(node: Node) -> str:
+    shape = f"{dtypes.short(node.dtype)}{list(node.sizes)}"
+    if isinstance(node, InputNode):
+        return f"{node.name}: {shape} = input {node.position} strides {list(node.layout.strides)}"
+    if isinstance(node, ExternNode):
+        kind = "fallback" if node.is_fallback else "extern"
+        outs = ", ".join(o[0] for o in node.outputs if o is not None)
+        return f"{outs} = {kind} {node.target}({_args_text(node.args)})"
+    head = f"{node.name}: {shape}"
+    if node.layout is not None:
+        head += f" stored strides {list(node.layout.strides)}"
+    if node.mutates:
+        head += f" into {node.mutates}"
+    if node.reduction is not None:
+        head += f" = {node.reduction.op.value} over r{list(node.reduction.sizes)} of"
+    else:
+        head += " ="
+    lines = format_body(node.body, "value")
+    if len(lines) == 1:
+        return f"{head} {lines[0][len('value = '):]}"
+    return head + "\n" + "\n".join("    " + line for line in lines)
+
+
+def _args_text(args) -> str:
+    parts = []
+    for a in args:
+        if isinstance(a, BufferArg):
+            parts.append(a.buffer if a.offset == 0 else f"{a.buffer}@{a.offset}")
+        elif isinstance(a, (list, tuple)):
+            parts.append("[" + _args_text(a) + "]")
+        else:
+            parts.append(repr(a))
+    return ", ".join(parts)
+
+
+def _outputs_text(outputs) -> str:
+    shown = []
+    for o in outputs:
+        if o.kind == "buffer":
+            shown.append(o.buffer)
+        elif o.kind == "view":
+            shown.append(f"view({o.buffer}, {list(o.sizes)}, {list(o.strides)}, {o.offset})")
+        else:
+            shown.append(repr(o.value))
+    return f"return ({', '.join(shown)})"
+
+
+def is_load_of(e: Expr, buffer: str) -> bool:
+    return e.op is Op.LOAD and e.arg == buffer

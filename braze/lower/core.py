@@ -1,0 +1,393 @@
+"""Lowering: an ATen FX graph in, a braze ``Graph`` out.
+
+Takes: a ``torch.fx.GraphModule`` from AOTAutograd whose nodes carry
+``meta["val"]`` (fake tensors with sizes, strides and dtypes).
+Gives: a ``Graph`` of input, compute and extern nodes, plus the count of ATen ops
+that ran through ATen because braze has no rule for them.
+
+Each FX value becomes a ``TensorValue``: a dtype, sizes and one expression over
+the output variables ``x0, x1, ...`` that says how to compute any element.
+Pointwise ops create a ``ComputeNode`` per ATen op and read it with a ``LOAD``;
+view ops only rewrite the index of that load. Whether a node is stored or
+recomputed inside its readers is decided later, by ``braze.fuse.inline``.
+
+Rules live in a table keyed by ATen overload (``register``); a missing rule or a
+rule that raises ``Unsupported`` makes the op an extern call into ATen, counted
+as a fallback. Any other exception is a bug, reported with the op and its inputs.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+from braze import config
+from braze.ir import dtypes
+from braze.ir import simplify as S
+from braze.ir.expr import Expr, Op, cast, load, substitute
+from braze.ir.graph import (BufferArg, ComputeNode, ExternNode, Graph, InputNode, Layout,
+                            OutputSpec, out_vars)
+
+aten = torch.ops.aten
+LOWERINGS: dict = {}
+
+
+class Unsupported(Exception):
+    """A rule cannot lower this particular call; the op runs through ATen instead."""
+
+
+class LoweringError(Exception):
+    """braze failed on an op; carries the op and its inputs for the error message."""
+
+    def __init__(self, op, detail: str, inputs: str):
+        self.op, self.detail, self.inputs = op, detail, inputs
+        super().__init__(f"braze could not compile {op} with inputs {inputs}: {detail}")
+
+
+def register(*ops, overloads: bool = False):
+    """Register a lowering rule for ATen ops (all overloads of a packet if asked)."""
+    def decorate(fn: Callable) -> Callable:
+        for op in ops:
+            if isinstance(op, torch._ops.OpOverloadPacket):
+                for name in op.overloads():
+                    LOWERINGS[getattr(op, name)] = fn
+            else:
+                LOWERINGS[op] = fn
+        return fn
+    return decorate
+
+
+@dataclass(frozen=True)
+class TensorValue:
+    """A tensor during lowering: element ``(x0, x1, ...)`` is ``expr``."""
+    dtype: Any
+    sizes: tuple
+    expr: Expr
+
+    @property
+    def ndim(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.sizes)
+
+    def at(self, indices) -> Expr:
+        """The element at per-dimension ``indices`` (index expressions)."""
+        mapping = dict(zip(out_vars(self.sizes), indices))
+        return substitute(self.expr, mapping)
+
+
+def constant_value(value, dtype) -> TensorValue:
+    from braze.ir.expr import const
+    return TensorValue(dtype, (), const(value, dtype))
+
+
+class Lowerer:
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm = gm
+        self.graph = Graph()
+        self.env: dict = {}
+        self.node: torch.fx.Node | None = None
+        self.fallbacks: list[str] = []
+        self._names = 0
+
+    # ------------------------------------------------------------------ driving
+
+    def run(self) -> Graph:
+        placeholders = 0
+        for node in self.gm.graph.nodes:
+            self.node = node
+            if node.op == "placeholder":
+                self.env[node] = self._placeholder(node, placeholders)
+                placeholders += 1
+            elif node.op == "get_attr":
+                self.env[node] = self._constant(node)
+            elif node.op == "call_function":
+                self.env[node] = self._call(node)
+            elif node.op == "output":
+                self._outputs(node)
+        self.graph.device = self._device()
+        return self.graph
+
+    def _device(self) -> torch.device:
+        for node in self.gm.graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.device.type != "meta":
+                return val.device
+        return torch.device("cpu")
+
+    @property
+    def out(self):
+        """The fake value the current FX node produces (sizes, strides, dtype)."""
+        return self.node.meta.get("val")
+
+    def fresh(self, prefix: str = "buf") -> str:
+        name = f"{prefix}{self._names}"
+        self._names += 1
+        return name
+
+    def _placeholder(self, node, position: int):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            self.graph.inputs.append(None)
+            return _concrete(val)
+        name = f"arg{position}"
+        layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
+        self.graph.add(InputNode(name, val.dtype, tuple(val.shape), [node.name], position, layout,
+                                 storage_offset=int(val.storage_offset())))
+        self.graph.inputs.append(name)
+        return TensorValue(val.dtype, tuple(val.shape), load(name, out_vars(val.shape), val.dtype))
+
+    def _constant(self, node):
+        tensor = getattr(self.gm, node.target)
+        if not isinstance(tensor, torch.Tensor):
+            return tensor
+        name = self.fresh("const")
+        layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
+        self.graph.add(InputNode(name, tensor.dtype, tuple(tensor.shape), [node.target], -1, layout, tensor))
+        return TensorValue(tensor.dtype, tuple(tensor.shape), load(name, out_vars(tensor.shape), tensor.dtype))
+
+    def _call(self, node):
+        target = node.target
+        args = torch.fx.node.map_arg(node.args, lambda n: self.env[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
+        if target is operator.getitem:
+            return args[0][args[1]]
+        if not isinstance(target, torch._ops.OpOverload):
+            return self._python_call(node, target, args, kwargs)
+        rule = LOWERINGS.get(target)
+        if rule is not None and not _disabled(target) and _dtypes_supported(node):
+            try:
+                return rule(self, *args, **kwargs)
+            except Unsupported:
+                pass
+            except (LoweringError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # a bug in a rule: name the op and its inputs
+                raise LoweringError(target, f"{type(exc).__name__}: {exc}", describe_inputs(node)) from exc
+        return self.extern(target, args, kwargs, fallback=True)
+
+    def _python_call(self, node, target, args, kwargs):
+        """Python arithmetic on sizes (``operator.mul``, ``sym_size``...): evaluate it."""
+        if any(isinstance(a, TensorValue) for a in args):
+            raise LoweringError(target, "python call on a tensor", describe_inputs(node))
+        return target(*args, **kwargs)
+
+    def _outputs(self, node):
+        for fx_value, value in zip(node.args[0], [self.env.get(a) if isinstance(a, torch.fx.Node) else a
+                                                   for a in node.args[0]]):
+            self.graph.outputs.append(self._output_spec(fx_value, value))
+
+    def _output_spec(self, fx_value, value) -> OutputSpec:
+        if not isinstance(value, TensorValue):
+            return OutputSpec("value", value=value)
+        meta = fx_value.meta.get("val")
+        base = _view_base(fx_value)
+        if base is not None and isinstance(self.env.get(base), TensorValue):
+            buffer = self.storage_of(self.env[base], _meta_layout(base.meta["val"]), reason="viewed by an output")
+            if buffer is not None:
+                return OutputSpec("view", buffer, tuple(meta.shape), tuple(meta.stride()),
+                                  _view_offset(self.graph, buffer, meta))
+        layout = _meta_layout(meta)
+        buffer = self.storage_of(value, layout, reason="graph output", exact=True)
+        used = {o.buffer for o in self.graph.outputs}
+        if buffer is None or buffer in used and not isinstance(self.graph.producer(buffer), InputNode):
+            buffer = self.materialize(value, layout, reason="graph output")
+        return OutputSpec("buffer", buffer)
+
+    # ------------------------------------------------------------------ building blocks
+
+    def compute(self, dtype, sizes, body: Expr, reduction=None, origin=None) -> TensorValue:
+        """A new compute node; returns a value that loads it."""
+        name = self.fresh()
+        sizes = tuple(sizes)
+        origins = [origin or str(self.node.target)] if self.node is not None else []
+        self.graph.add(ComputeNode(name, dtype, sizes, origins, body=body, reduction=reduction,
+                                   preferred=self._preferred_layout(sizes)))
+        return TensorValue(dtype, sizes, load(name, out_vars(sizes), dtype))
+
+    def _preferred_layout(self, sizes) -> Layout | None:
+        val = self.out
+        if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(sizes):
+            layout = _meta_layout(val)
+            if layout.is_dense():
+                return Layout(layout.sizes, layout.strides, 0)
+        return None
+
+    def pin(self, name: str, reason: str, layout: Layout | None = None) -> Layout:
+        """Force a compute node to be stored, fixing its layout now."""
+        node = self.graph.producer(name)
+        if isinstance(node, ComputeNode):
+            if node.layout is None:
+                node.layout = layout if layout is not None and layout.is_dense() else (
+                    node.preferred or Layout.contiguous(node.sizes))
+            node.pinned = node.pinned or reason
+            return node.layout
+        return self.graph.layout_of(name)
+
+    def storage_of(self, tv: TensorValue, want: Layout | None = None, reason: str = "",
+                   exact: bool = False) -> str | None:
+        """The buffer ``tv`` is an identity read of (pinning it), else None.
+        With ``exact``, the buffer must also have layout ``want``."""
+        e = tv.expr
+        if e.op is not Op.LOAD or e.args != out_vars(tv.sizes):
+            return None
+        node = self.graph.producer(e.arg)
+        if isinstance(node, ComputeNode) and node.mutates:
+            return None
+        layout = self.pin(e.arg, reason, want)
+        if exact and want is not None and (layout.strides != want.strides and tv.numel > 1):
+            return None
+        return e.arg
+
+    def materialize(self, tv: TensorValue, layout: Layout | None = None, reason: str = "") -> str:
+        """Store ``tv`` into a new buffer (a copy node) and return its name."""
+        value = self.compute(tv.dtype, tv.sizes, tv.expr, origin="copy")
+        name = value.expr.arg
+        self.pin(name, reason, layout)
+        return name
+
+    def tensor_arg(self, tv: TensorValue) -> BufferArg:
+        """``tv`` as an ATen argument: a strided view of a buffer, copying if needed."""
+        view = self.strided_view(tv)
+        if view is None:
+            name = self.materialize(tv, reason="read by an ATen call")
+            layout = self.graph.layout_of(name)
+            return BufferArg(name, tv.sizes, layout.strides, 0, tv.dtype)
+        return view
+
+    def strided_view(self, tv: TensorValue) -> BufferArg | None:
+        e = tv.expr
+        if e.op is not Op.LOAD:
+            return None
+        node = self.graph.producer(e.arg)
+        if isinstance(node, ComputeNode) and node.mutates:
+            return None
+        layout = self.pin(e.arg, "read by an ATen call")
+        position = layout.position(e.args)
+        strides = []
+        for v, size in zip(out_vars(tv.sizes), tv.sizes):
+            k = S.coefficient(position, v) if size != 1 else 0
+            if k is None:
+                return None
+            strides.append(k)
+        terms, const = S.linear(position)
+        if any(atom.op is not Op.VAR for atom in terms) or const < 0:
+            return None
+        return BufferArg(e.arg, tv.sizes, tuple(strides), const, tv.dtype)
+
+    def extern(self, target, args, kwargs, fallback: bool = False) -> Any:
+        """Run ``target`` through ATen at run time; its results become buffers."""
+        if fallback:
+            self.fallbacks.append(str(target))
+        call_args = _map_values(args, self.tensor_arg)
+        call_kwargs = {k: _map_values(v, self.tensor_arg) for k, v in kwargs.items()}
+        val = self.out
+        single = isinstance(val, torch.Tensor)
+        metas = [val] if single else list(val) if isinstance(val, (list, tuple)) else [val]
+        outputs, values = [], []
+        for meta in metas:
+            if isinstance(meta, torch.Tensor):
+                name = self.fresh()
+                layout = _meta_layout(meta)
+                layout = Layout(layout.sizes, layout.strides, 0)
+                outputs.append((name, meta.dtype, layout))
+                values.append(TensorValue(meta.dtype, tuple(meta.shape), load(name, out_vars(meta.shape), meta.dtype)))
+            else:
+                outputs.append(None)
+                values.append(_concrete(meta))
+        name = outputs[0][0] if outputs and outputs[0] else self.fresh("extern")
+        node = ExternNode(name, val.dtype if single else None, tuple(val.shape) if single else (),
+                          [str(target)], target=target, args=call_args, kwargs=call_kwargs,
+                          outputs=outputs, is_fallback=fallback, single=single)
+        self.graph.add(node)
+        if not isinstance(val, (list, tuple)):
+            return values[0]
+        return tuple(values) if isinstance(val, tuple) else list(values)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _map_values(value, fn):
+    if isinstance(value, TensorValue):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_values(v, fn) for v in value)
+    return value
+
+
+def _disabled(target) -> bool:
+    if not config.fallback_ops:
+        return False
+    name = str(target)  # e.g. aten.exp.default
+    return name in config.fallback_ops or name.rsplit(".", 1)[0] in config.fallback_ops
+
+
+def _dtypes_supported(node) -> bool:
+    """Rules only see dtypes braze can generate code for (no complex, no fp8)."""
+    def ok(v):
+        return not isinstance(v, torch.Tensor) or dtypes.is_supported(v.dtype)
+    vals = [node.meta.get("val")]
+    for arg in node.all_input_nodes:
+        vals.append(arg.meta.get("val"))
+    flat = []
+    for v in vals:
+        flat.extend(v if isinstance(v, (list, tuple)) else [v])
+    return all(ok(v) for v in flat)
+
+
+def _concrete(value):
+    if isinstance(value, torch.SymInt):
+        raise Unsupported("symbolic size")
+    return value
+
+
+def _meta_layout(val: torch.Tensor) -> Layout:
+    return Layout(tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()),
+                  int(val.storage_offset()))
+
+
+def _view_base(fx_value):
+    """The first non-view ancestor of an output that is a view, else None. Looks
+    through ``getitem`` of multi-output views (``split``, ``unbind``)."""
+    node, seen_view = fx_value, False
+    while isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if node.target is operator.getitem and _is_view_op(node.args[0]):
+            node = node.args[0]
+        elif _is_view_op(node):
+            seen_view = True
+            node = node.args[0]
+        else:
+            break
+    return node if seen_view and isinstance(node, torch.fx.Node) else None
+
+
+def _is_view_op(node) -> bool:
+    return (isinstance(node, torch.fx.Node) and node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view)
+
+
+def _view_offset(graph: Graph, buffer: str, meta) -> int:
+    return int(meta.storage_offset())
+
+
+def describe_inputs(node) -> str:
+    parts = []
+    for arg in node.all_input_nodes:
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            parts.append(f"{dtypes.short(val.dtype) if dtypes.is_supported(val.dtype) else val.dtype}"
+                         f"{list(val.shape)}")
+        else:
+            parts.append(repr(val))
+    return "(" + ", ".join(parts) + ")"
+
+
+def as_index_value(tv_expr: Expr) -> Expr:
+    """A value expression used as an index (indirect loads)."""
+    return cast(tv_expr, dtypes.INDEX)

@@ -1,0 +1,240 @@
+"""Lowering rules that build or index tensors: ``full``, ``arange``, ``iota``,
+``scalar_tensor``; ``cat``, ``constant_pad_nd``, ``slice_scatter``,
+``select_scatter``; ``gather``, ``index_select`` and ``index`` (indirect loads).
+
+Takes: ``TensorValue``s and arguments. Gives: compute nodes whose bodies select
+between inputs with ``where`` (cat, pad, scatters) or load at indices read from
+another tensor. A load in a branch that is not taken may see an out-of-range
+index; code generators clamp every index they cannot prove in range, so such
+loads stay inside their buffer.
+"""
+from __future__ import annotations
+
+import torch
+
+from braze.ir import dtypes
+from braze.ir import simplify as S
+from braze.ir.expr import Op, binary, cast, const, index, where
+from braze.ir.graph import out_vars
+from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.pointwise import expand_to, finish
+from braze.lower.views import norm_dim, slice_bounds
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def _out(ctx):
+    out = ctx.out
+    return out.dtype, tuple(out.shape)
+
+
+# ----------------------------------------------------------------------------- creation
+
+def filled(ctx, value, dtype, sizes) -> TensorValue:
+    if not dtypes.is_supported(dtype):
+        raise Unsupported(f"dtype {dtype}")
+    if isinstance(value, TensorValue):
+        raise Unsupported("fill with a tensor value")
+    return finish(ctx, const(value, dtypes.compute_dtype(dtype)), dtype, sizes)
+
+
+@register(aten.full.default, aten.full_like.default)
+def _full(ctx, size_or_like, value, **kwargs):
+    return filled(ctx, value, *_out(ctx))
+
+
+@register(aten.new_full.default)
+def _new_full(ctx, x, size, value, **kwargs):
+    return filled(ctx, value, *_out(ctx))
+
+
+@register(aten.scalar_tensor.default)
+def _scalar_tensor(ctx, value, **kwargs):
+    dtype, sizes = _out(ctx)
+    return filled(ctx, value, dtype, sizes)
+
+
+@register(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default,
+          aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default,
+          aten.empty_strided.default)
+def _zeros(ctx, *args, **kwargs):
+    dtype, sizes = _out(ctx)
+    return filled(ctx, 0, dtype, sizes)
+
+
+@register(aten.ones.default, aten.ones_like.default, aten.new_ones.default)
+def _ones(ctx, *args, **kwargs):
+    dtype, sizes = _out(ctx)
+    return filled(ctx, 1, dtype, sizes)
+
+
+@register(aten.fill.Scalar)
+def _fill(ctx, x, value):
+    return filled(ctx, value, x.dtype, x.sizes)
+
+
+def _ramp(ctx, start, step) -> TensorValue:
+    dtype, sizes = _out(ctx)
+    i = cast(out_vars(sizes)[0], torch.int64) if sizes[0] > 1 else const(0, torch.int64)
+    if dtypes.is_float(dtype):
+        value = binary(Op.ADD, const(start, torch.float64),
+                       binary(Op.MUL, const(step, torch.float64), cast(i, torch.float64)))
+    else:
+        value = binary(Op.ADD, const(int(start), torch.int64), binary(Op.MUL, const(int(step), torch.int64), i))
+    return finish(ctx, cast(value, dtype), dtype, sizes)
+
+
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def _arange(ctx, *args, **kwargs):
+    numbers = [a for a in args if isinstance(a, (int, float))]
+    if ctx.node.target is aten.arange.default:
+        start, step = 0, 1
+    elif ctx.node.target is aten.arange.start:
+        start, step = numbers[0], 1
+    else:
+        start, step = numbers[0], numbers[2] if len(numbers) > 2 else kwargs.get("step", 1)
+    return _ramp(ctx, start, step)
+
+
+@register(prims.iota.default)
+def _iota(ctx, length, *, start, step, dtype, device, requires_grad):
+    return _ramp(ctx, start, step)
+
+
+# ----------------------------------------------------------------------------- piecewise
+
+def piecewise(ctx, pieces, dim: int, dtype, sizes) -> TensorValue:
+    """Concatenate ``pieces`` (value, start, length) along ``dim``."""
+    acc = dtypes.compute_dtype(dtype)
+    vs = out_vars(sizes)
+    body = None
+    for tv, start, length in reversed(pieces):
+        idx = list(vs)
+        idx[dim] = S.sub(vs[dim], start)
+        value = cast(tv.at(idx), acc)
+        body = value if body is None else where(S.compare(Op.LT, vs[dim], start + length), value, body)
+    return finish(ctx, body, dtype, sizes)
+
+
+@register(aten.cat.default)
+def _cat(ctx, tensors, dim=0):
+    dtype, sizes = _out(ctx)
+    pieces, start = [], 0
+    live = [t for t in tensors if not (t.ndim == 1 and t.sizes[0] == 0)]
+    if not live:
+        return filled(ctx, 0, dtype, sizes)
+    dim = norm_dim(dim, live[0].ndim)
+    for tv in live:
+        if tv.sizes[dim]:
+            pieces.append((tv, start, tv.sizes[dim]))
+        start += tv.sizes[dim]
+    if not pieces:
+        return filled(ctx, 0, dtype, sizes)
+    return piecewise(ctx, pieces, dim, dtype, sizes)
+
+
+@register(aten.constant_pad_nd.default)
+def _pad(ctx, x, pad, value=0):
+    dtype, sizes = _out(ctx)
+    acc = dtypes.compute_dtype(dtype)
+    vs = out_vars(sizes)
+    idx = list(vs)
+    inside = None
+    for k in range(len(pad) // 2):
+        d = x.ndim - 1 - k
+        left = pad[2 * k]
+        idx[d] = S.sub(vs[d], left)
+        conds = [S.compare(Op.GE, idx[d], 0), S.compare(Op.LT, idx[d], x.sizes[d])]
+        for cond in conds:
+            if cond.op is Op.CONST and cond.arg:
+                continue
+            inside = cond if inside is None else binary(Op.AND, inside, cond)
+    value_e = const(value, acc)
+    body = cast(x.at(idx), acc)
+    if inside is not None:
+        body = where(inside, body, value_e)
+    return finish(ctx, body, dtype, sizes)
+
+
+@register(aten.slice_scatter.default)
+def _slice_scatter(ctx, base, src, dim=0, start=None, end=None, step=1):
+    dtype, sizes = _out(ctx)
+    dim = norm_dim(dim, base.ndim)
+    first, length = slice_bounds(sizes[dim], start, end, step)
+    vs = out_vars(sizes)
+    acc = dtypes.compute_dtype(dtype)
+    rel = S.sub(vs[dim], first)
+    idx = list(vs)
+    idx[dim] = S.floordiv(rel, step)
+    inside = binary(Op.AND, S.compare(Op.GE, rel, 0), S.compare(Op.LT, rel, length * step))
+    if step != 1:
+        inside = binary(Op.AND, inside, S.compare(Op.EQ, S.mod(rel, step), 0))
+    body = where(inside, cast(src.at(idx), acc), cast(base.expr, acc))
+    return finish(ctx, body, dtype, sizes)
+
+
+@register(aten.select_scatter.default)
+def _select_scatter(ctx, base, src, dim, i):
+    dtype, sizes = _out(ctx)
+    dim = norm_dim(dim, base.ndim)
+    i = i + sizes[dim] if i < 0 else i
+    vs = out_vars(sizes)
+    acc = dtypes.compute_dtype(dtype)
+    src_idx = list(vs[:dim]) + list(vs[dim + 1:])
+    body = where(S.compare(Op.EQ, vs[dim], i), cast(src.at(src_idx), acc), cast(base.expr, acc))
+    return finish(ctx, body, dtype, sizes)
+
+
+# ----------------------------------------------------------------------------- indirect
+
+def index_from(value, size: int):
+    """A loaded index value as an index expression, negative values wrapped."""
+    i = cast(value, dtypes.INDEX)
+    return S.where(S.compare(Op.LT, i, 0), S.add(i, size), i)
+
+
+@register(aten.gather.default)
+def _gather(ctx, x, dim, idx, sparse_grad=False):
+    dtype, sizes = _out(ctx)
+    dim = norm_dim(dim, x.ndim)
+    vs = out_vars(sizes)
+    positions = list(vs) + [index(0)] * (x.ndim - len(vs))
+    positions[dim] = index_from(idx.at(vs), x.sizes[dim])
+    return ctx.compute(dtype, sizes, x.at(positions[:x.ndim]))
+
+
+@register(aten.index_select.default)
+def _index_select(ctx, x, dim, idx):
+    dtype, sizes = _out(ctx)
+    dim = norm_dim(dim, x.ndim)
+    vs = out_vars(sizes)
+    positions = list(vs)
+    if x.ndim:
+        positions[dim] = index_from(idx.at([vs[dim]] if idx.ndim else []), x.sizes[dim])
+    return ctx.compute(dtype, sizes, x.at(positions))
+
+
+@register(aten.index.Tensor)
+def _index(ctx, x, indices):
+    dtype, sizes = _out(ctx)
+    if any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
+        raise Unsupported("boolean mask indexing")
+    indexed = [k for k, t in enumerate(indices) if t is not None]
+    tensors = [indices[k] for k in indexed]
+    from braze.lower.pointwise import broadcast_sizes
+    bsizes = broadcast_sizes(*(t.sizes for t in tensors))
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    vs = out_vars(sizes)
+    first = indexed[0] if adjacent else 0
+    bvars = vs[first:first + len(bsizes)]
+    others = [v for k, v in enumerate(vs) if not first <= k < first + len(bsizes)]
+    positions, rest = [], iter(others)
+    for k in range(x.ndim):
+        if k in indexed:
+            t = indices[k]
+            broadcast = TensorValue(t.dtype, bsizes, expand_to(t, bsizes))
+            positions.append(index_from(broadcast.at(bvars), x.sizes[k]))
+        else:
+            positions.append(next(rest))
+    return ctx.compute(dtype, sizes, x.at(positions))

@@ -1,0 +1,212 @@
+"""Lowering rules for reductions: sum, mean, prod, amax/amin, max/min with
+indices, argmax/argmin, var/std and var_mean (one-pass Welford), any/all.
+
+Takes: a ``TensorValue``, the reduced dims and keepdim. Gives: reduction nodes
+(``ComputeNode`` with a ``Reduction``) whose body reads the input with reduced
+dims replaced by reduction variables ``r0, r1, ...``, followed where needed by a
+pointwise node (``mean = sum / n``, ``var = m2 / (n - correction)``).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from braze.ir import dtypes
+from braze.ir.expr import Op, binary, cast, const, index
+from braze.ir.graph import ReduceOp, Reduction, out_vars, reduce_vars
+from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.pointwise import finish, truthy
+from braze.lower.views import norm_dim
+
+aten = torch.ops.aten
+
+
+def reduced_dims(x: TensorValue, dims) -> list[int]:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(x.ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({norm_dim(d, x.ndim) for d in dims})
+
+
+def reduce(ctx, x: TensorValue, dims, keepdim: bool, op: ReduceOp, dtype, body_dtype=None) -> TensorValue:
+    """A reduction node folding ``x`` over ``dims`` with ``op``; result ``dtype``."""
+    dims = reduced_dims(x, dims)
+    kept = [k for k in range(x.ndim) if k not in dims]
+    out_sizes = tuple(1 if k in dims else x.sizes[k] for k in range(x.ndim)) if keepdim else \
+        tuple(x.sizes[k] for k in kept)
+    red_sizes = tuple(x.sizes[k] for k in dims)
+    ovars = out_vars(out_sizes)
+    rvars = reduce_vars(red_sizes)
+    indices = [None] * x.ndim
+    for pos, k in enumerate(dims):
+        indices[k] = rvars[pos]
+    for pos, k in enumerate(kept):
+        indices[k] = ovars[k if keepdim else pos]
+    body = x.at(indices)
+    if body_dtype is not None:
+        body = cast(body, body_dtype)
+    numel = math.prod(red_sizes)
+    if numel == 0 and op not in (ReduceOp.SUM, ReduceOp.PROD, ReduceOp.ANY, ReduceOp.ALL):
+        raise Unsupported(f"{op.value} over an empty dimension")
+    if numel <= 1:
+        return _trivial(ctx, op, body, numel, dtype, out_sizes)
+    return ctx.compute(dtype, out_sizes, body, reduction=Reduction(op, red_sizes))
+
+
+def _trivial(ctx, op: ReduceOp, body, numel: int, dtype, sizes) -> TensorValue:
+    """A reduction over zero or one element is pointwise."""
+    if numel == 0:
+        empty = {ReduceOp.SUM: 0, ReduceOp.PROD: 1, ReduceOp.ANY: False, ReduceOp.ALL: True}[op]
+        return finish(ctx, const(empty, dtypes.compute_dtype(dtype)), dtype, sizes)
+    from braze.ir.expr import substitute
+    body = substitute(body, {v: index(0) for v in _rvars_of(body)})
+    if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+        return finish(ctx, const(0, torch.int64), dtype, sizes)
+    if op is ReduceOp.WELFORD_M2:
+        return finish(ctx, const(0.0, body.dtype), dtype, sizes)
+    if op in (ReduceOp.ANY, ReduceOp.ALL):
+        body = truthy(body)
+    return finish(ctx, cast(body, dtypes.compute_dtype(dtype)), dtype, sizes)
+
+
+def _rvars_of(body):
+    from braze.ir.expr import free_vars
+    return [v for v in free_vars(body) if v.name.startswith("r")]
+
+
+def _out_dtype(ctx, default):
+    out = ctx.out
+    if isinstance(out, torch.Tensor):
+        return out.dtype
+    if isinstance(out, (list, tuple)) and isinstance(out[0], torch.Tensor):
+        return out[0].dtype
+    return default
+
+
+@register(aten.sum.dim_IntList, aten.sum.default)
+def _sum(ctx, x, dims=None, keepdim=False, dtype=None):
+    out = _out_dtype(ctx, dtype)
+    return reduce(ctx, x, dims, keepdim, ReduceOp.SUM, out, body_dtype=dtypes.sum_dtype(out))
+
+
+@register(aten.prod.dim_int, aten.prod.default)
+def _prod(ctx, x, dim=None, keepdim=False, dtype=None):
+    out = _out_dtype(ctx, dtype)
+    return reduce(ctx, x, dim, keepdim, ReduceOp.PROD, out, body_dtype=dtypes.sum_dtype(out))
+
+
+@register(aten.mean.dim, aten.mean.default)
+def _mean(ctx, x, dims=None, keepdim=False, dtype=None):
+    out = _out_dtype(ctx, dtype)
+    acc = dtypes.compute_dtype(out)
+    total = reduce(ctx, x, dims, keepdim, ReduceOp.SUM, acc, body_dtype=acc)
+    n = math.prod(x.sizes[k] for k in reduced_dims(x, dims))
+    return finish(ctx, binary(Op.TRUEDIV, total.expr, const(n, acc)), out, total.sizes)
+
+
+@register(aten.amax.default)
+def _amax(ctx, x, dims=(), keepdim=False):
+    return reduce(ctx, x, dims, keepdim, ReduceOp.MAX, x.dtype, body_dtype=dtypes.compute_dtype(x.dtype))
+
+
+@register(aten.amin.default)
+def _amin(ctx, x, dims=(), keepdim=False):
+    return reduce(ctx, x, dims, keepdim, ReduceOp.MIN, x.dtype, body_dtype=dtypes.compute_dtype(x.dtype))
+
+
+@register(aten.max.default)
+def _max_all(ctx, x):
+    return _amax(ctx, x)
+
+
+@register(aten.min.default)
+def _min_all(ctx, x):
+    return _amin(ctx, x)
+
+
+@register(aten.max.dim)
+def _max_dim(ctx, x, dim, keepdim=False):
+    return (_amax(ctx, x, [dim], keepdim), _arg(ctx, x, dim, keepdim, ReduceOp.ARGMAX))
+
+
+@register(aten.min.dim)
+def _min_dim(ctx, x, dim, keepdim=False):
+    return (_amin(ctx, x, [dim], keepdim), _arg(ctx, x, dim, keepdim, ReduceOp.ARGMIN))
+
+
+def _arg(ctx, x, dim, keepdim, op):
+    if x.dtype is torch.bool:
+        raise Unsupported("argmax of bool")
+    if dim is None:
+        from braze.lower.views import reshape
+        flat = reshape(x, [x.numel])
+        result = reduce(ctx, flat, [0], False, op, torch.int64, dtypes.compute_dtype(x.dtype))
+        if keepdim:
+            return reshape(result, [1] * x.ndim)
+        return result
+    return reduce(ctx, x, [dim], keepdim, op, torch.int64, dtypes.compute_dtype(x.dtype))
+
+
+@register(aten.argmax.default)
+def _argmax(ctx, x, dim=None, keepdim=False):
+    return _arg(ctx, x, dim, keepdim, ReduceOp.ARGMAX)
+
+
+@register(aten.argmin.default)
+def _argmin(ctx, x, dim=None, keepdim=False):
+    return _arg(ctx, x, dim, keepdim, ReduceOp.ARGMIN)
+
+
+def _logical(ctx, x, dims, keepdim, op):
+    body_x = TensorValue(torch.bool, x.sizes, truthy(cast(x.expr, dtypes.compute_dtype(x.dtype))))
+    out = _out_dtype(ctx, torch.bool)
+    result = reduce(ctx, body_x, dims, keepdim, op, torch.bool)
+    if out is not torch.bool:
+        return finish(ctx, cast(result.expr, out), out, result.sizes)
+    return result
+
+
+@register(aten.any.default, aten.any.dim, aten.any.dims)
+def _any(ctx, x, dims=None, keepdim=False):
+    return _logical(ctx, x, dims, keepdim, ReduceOp.ANY)
+
+
+@register(aten.all.default, aten.all.dim, aten.all.dims)
+def _all(ctx, x, dims=None, keepdim=False):
+    return _logical(ctx, x, dims, keepdim, ReduceOp.ALL)
+
+
+def welford(ctx, x, dims, keepdim, correction):
+    """(variance, mean) of ``x`` over ``dims`` in one pass."""
+    if not dtypes.is_float(x.dtype):
+        raise Unsupported("variance of an integer tensor")
+    acc = dtypes.compute_dtype(x.dtype)
+    mean = reduce(ctx, x, dims, keepdim, ReduceOp.WELFORD_MEAN, acc, body_dtype=acc)
+    m2 = reduce(ctx, x, dims, keepdim, ReduceOp.WELFORD_M2, acc, body_dtype=acc)
+    n = math.prod(x.sizes[k] for k in reduced_dims(x, dims))
+    correction = 1 if correction is None else correction
+    denom = const(max(0, n - correction), acc)
+    var = finish(ctx, binary(Op.TRUEDIV, m2.expr, denom), x.dtype, m2.sizes)
+    if x.dtype != acc:
+        mean = finish(ctx, mean.expr, x.dtype, mean.sizes)
+    return var, mean
+
+
+@register(aten.var_mean.correction)
+def _var_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
+    return welford(ctx, x, dims, keepdim, correction)
+
+
+@register(aten.var.correction)
+def _var(ctx, x, dims=None, *, correction=None, keepdim=False):
+    return welford(ctx, x, dims, keepdim, correction)[0]
+
+
+@register(aten.std.correction)
+def _std(ctx, x, dims=None, *, correction=None, keepdim=False):
+    var = welford(ctx, x, dims, keepdim, correction)[0]
+    from braze.ir.expr import unary
+    acc = dtypes.compute_dtype(x.dtype)
+    return finish(ctx, unary(Op.SQRT, cast(var.expr, acc)), x.dtype, var.sizes)

@@ -1,0 +1,211 @@
+"""The wrapper: straight-line Python that runs one compiled graph.
+
+Takes: the scheduled graph, its kernels (name, argument buffers, a launch
+template from the backend) and extern calls. Gives: Python source for
+``call(args)`` and the names it needs, so the generated code reads like the
+program it runs and can be printed, saved and rerun on its own.
+
+Memory: outputs are allocated with their eager strides. Intermediates live in
+raw byte storages taken from a pool: when a buffer is read for the last time its
+storage returns to the pool and the next intermediate of the same byte size
+reuses it. ATen results are checked against the strides braze compiled for and
+copied when ATen chose others.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph, InputNode
+
+
+@dataclass
+class Step:
+    """One call in the wrapper: a kernel or an extern."""
+    kind: str  # "kernel" or "extern"
+    name: str
+    reads: list
+    writes: list  # buffers it defines (kernel stores or extern outputs)
+    launch: str = ""  # kernel: the call text, with {buffer} placeholders
+    node: ExternNode | None = None
+    skip: bool = False  # empty iteration space
+
+
+@dataclass
+class WrapperSource:
+    text: str
+    globals: dict = field(default_factory=dict)
+
+
+def generate(graph: Graph, steps: list, device: torch.device, kernel_objects: dict) -> WrapperSource:
+    w = _Writer(graph, steps, device)
+    text = w.run()
+    env = {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty_raw": _empty_raw,
+           "_typed": _typed, "_view": _view, "_ensure_layout": _ensure_layout, **kernel_objects}
+    return WrapperSource(text, env)
+
+
+class _Writer:
+    def __init__(self, graph: Graph, steps: list, device):
+        self.graph, self.steps, self.device = graph, steps, device
+        self.lines: list[str] = []
+        self.outputs = {o.buffer for o in graph.outputs if o.buffer is not None}
+        self.last_use = self._last_uses()
+        self.pool: dict = {}  # nbytes -> [raw storage names]
+        self.raw_of: dict = {}
+        self.raw_count = 0
+
+    def run(self) -> str:
+        inputs = [name for name in self.graph.inputs]
+        self.lines.append("def call(args):")
+        unpack = ", ".join(name or "_" for name in inputs)
+        if inputs:
+            self.lines.append(f"    {unpack}{',' if len(inputs) == 1 else ''} = args")
+        for node in self.graph.nodes:
+            if isinstance(node, InputNode) and node.constant is not None:
+                self.lines.append(f"    {node.name} = {node.name}_value")
+        for k, step in enumerate(self.steps):
+            self._allocate(step)
+            if step.kind == "kernel":
+                if not step.skip:
+                    self.lines.append("    " + step.launch)
+            else:
+                self._extern(step)
+            self._release(k)
+        self.lines.append(f"    return ({''.join(self._output(o) + ', ' for o in self.graph.outputs)})")
+        return "\n".join(self.lines) + "\n"
+
+    # ------------------------------------------------------------------ buffers
+
+    def _last_uses(self) -> dict:
+        last = {}
+        for k, step in enumerate(self.steps):
+            for name in step.reads + step.writes:
+                last[name] = k
+        return last
+
+    def _allocate(self, step: Step) -> None:
+        if step.kind != "kernel":
+            return
+        for name in step.writes:
+            node = self.graph.producer(name)
+            if not isinstance(node, ComputeNode) or node.mutates:
+                continue
+            layout = node.layout
+            if name in self.outputs or layout.storage_numel() == 0:
+                self.lines.append(f"    {name} = torch.empty_strided({layout.sizes!r}, {layout.strides!r}, "
+                                  f"dtype={node.dtype}, device=_device)")
+                continue
+            nbytes = layout.storage_numel() * node.dtype.itemsize
+            raw = self._raw(nbytes)
+            self.raw_of[name] = (raw, nbytes)
+            self.lines.append(f"    {name} = _typed({raw}, {node.dtype}, {layout.sizes!r}, {layout.strides!r})")
+
+    def _raw(self, nbytes: int) -> str:
+        free = self.pool.get(nbytes)
+        if free:
+            return free.pop()
+        raw = f"raw{self.raw_count}"
+        self.raw_count += 1
+        self.lines.append(f"    {raw} = _empty_raw({nbytes}, _device)")
+        return raw
+
+    def _release(self, k: int) -> None:
+        dead = [name for name, last in self.last_use.items() if last == k and name not in self.outputs
+                and not isinstance(self.graph.producer(name), InputNode)]
+        for name in sorted(dead):
+            if name in self.raw_of:
+                raw, nbytes = self.raw_of.pop(name)
+                self.pool.setdefault(nbytes, []).append(raw)
+        if dead:
+            self.lines.append(f"    del {', '.join(sorted(dead))}")
+
+    # ------------------------------------------------------------------ calls
+
+    def _extern(self, step: Step) -> None:
+        node = step.node
+        args = _args_text(node.args)
+        kwargs = "".join(f", {k}={_args_text([v])}" for k, v in node.kwargs.items())
+        target = _target_text(node.target)
+        outs = [o for o in node.outputs]
+        if node.single:
+            name = outs[0][0]
+            self.lines.append(f"    {name} = {target}({args}{kwargs})")
+            self._check_layout(outs[0])
+            return
+        result = f"{node.name}_result"
+        self.lines.append(f"    {result} = {target}({args}{kwargs})")
+        for k, out in enumerate(outs):
+            if out is not None:
+                self.lines.append(f"    {out[0]} = {result}[{k}]")
+                self._check_layout(out)
+        self.lines.append(f"    del {result}")
+
+    def _check_layout(self, out) -> None:
+        name, dtype, layout = out
+        if layout.numel > 1:
+            self.lines.append(f"    {name} = _ensure_layout({name}, {layout.strides!r})")
+
+    def _output(self, spec) -> str:
+        if spec.kind == "buffer":
+            return spec.buffer
+        if spec.kind == "view":
+            return f"torch.as_strided({spec.buffer}, {spec.sizes!r}, {spec.strides!r}, {spec.offset})"
+        return repr(spec.value)
+
+
+def _target_text(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        packet = target.overloadpacket
+        namespace = target.namespace
+        return f"torch.ops.{namespace}.{packet._qualified_op_name.split('::')[-1]}.{target._overloadname}"
+    raise NotImplementedError(f"extern target {target}")
+
+
+def _args_text(args) -> str:
+    parts = []
+    for a in args:
+        if isinstance(a, BufferArg):
+            parts.append(f"_view({a.buffer}, {a.sizes!r}, {a.strides!r}, {a.offset})")
+        elif isinstance(a, list):
+            parts.append("[" + _args_text(a) + "]")
+        elif isinstance(a, tuple):
+            parts.append("(" + _args_text(a) + ("," if len(a) == 1 else "") + ")")
+        else:
+            parts.append(_value_text(a))
+    return ", ".join(parts)
+
+
+def _value_text(value) -> str:
+    if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return f"torch.{str(value).replace('torch.', '')}" if not isinstance(value, torch.device) \
+            else f"torch.device({str(value)!r})"
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+# ----------------------------------------------------------------------------- run-time helpers
+
+def _empty_raw(nbytes: int, device) -> torch.Tensor:
+    return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+
+
+def _typed(raw: torch.Tensor, dtype, sizes, strides) -> torch.Tensor:
+    return raw.view(dtype).as_strided(sizes, strides)
+
+
+def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
+    if offset == 0 and tuple(t.shape) == tuple(sizes) and tuple(t.stride()) == tuple(strides):
+        return t
+    return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
+
+
+def _ensure_layout(t: torch.Tensor, strides) -> torch.Tensor:
+    """``t`` with exactly ``strides`` (for dims of size > 1), copied if ATen chose others."""
+    if all(s == 1 or a == b for s, a, b in zip(t.shape, t.stride(), strides)):
+        return t
+    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out

@@ -1,0 +1,96 @@
+"""Compare braze with eager PyTorch: forward values and gradients, fresh random inputs."""
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+
+import braze
+from braze import backend as braze_backend_module
+
+
+class Compiled:
+    """Counts the graphs braze compiled (so a test cannot pass by running eagerly)."""
+
+    def __enter__(self):
+        self.graphs, self.failures = [], []
+        braze_backend_module._listeners.append(self._listen)
+        return self
+
+    def _listen(self, item):
+        (self.failures if isinstance(item, tuple) else self.graphs).append(item)
+
+    def __exit__(self, *exc):
+        braze_backend_module._listeners.remove(self._listen)
+
+    @property
+    def kernels(self):
+        return [k for g in self.graphs for k in g.kernels]
+
+
+def clone_inputs(args):
+    return pytree.tree_map(lambda a: a.detach().clone().requires_grad_(a.requires_grad)
+                           if isinstance(a, torch.Tensor) else a, args)
+
+
+def assert_same(actual, expected, *, atol=None, rtol=None, what="output"):
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{what}: expected a tensor, got {type(actual)}"
+        assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+        assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+        if expected.dtype.is_floating_point and expected.dtype in (torch.float16, torch.bfloat16):
+            return  # low precision: checked against a float64 reference by check_low_precision
+        if expected.dtype.is_floating_point or expected.dtype.is_complex:
+            torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True, msg=lambda m: f"{what}: {m}")
+        else:
+            assert torch.equal(actual, expected), f"{what}: integer results differ:\n{actual}\n{expected}"
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), f"{what}: {len(actual)} results, expected {len(expected)}"
+        for k, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, atol=atol, rtol=rtol, what=f"{what}[{k}]")
+    else:
+        assert actual == expected, f"{what}: {actual} != {expected}"
+
+
+def check(fn, *args, grad=False, atol=None, rtol=None, expect_kernels=None):
+    """Run ``fn`` eagerly and through braze on copies of ``args``; compare outputs and,
+    with ``grad``, the gradients of every input that requires grad."""
+    eager_args, braze_args = clone_inputs(args), clone_inputs(args)
+    expected = fn(*eager_args)
+    with Compiled() as compiled:
+        actual = torch.compile(fn, backend="braze")(*braze_args)
+        assert_same(actual, expected, atol=atol, rtol=rtol)
+        if grad:
+            _backward(expected)
+            _backward(actual)
+    assert compiled.graphs, "braze compiled no graph"
+    assert not compiled.failures, f"braze fell back to eager: {compiled.failures}"
+    if grad:
+        for k, (a, e) in enumerate(zip(pytree.tree_leaves(braze_args), pytree.tree_leaves(eager_args))):
+            if isinstance(e, torch.Tensor) and e.requires_grad:
+                assert_same(a.grad, e.grad, atol=atol, rtol=rtol, what=f"grad of input {k}")
+    if expect_kernels is not None:
+        assert len(compiled.kernels) == expect_kernels, [str(k) for k in compiled.kernels]
+    return compiled
+
+
+def _backward(out):
+    leaves = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if leaves:
+        torch.autograd.backward(leaves, [torch.randn_like(t, generator=torch.Generator().manual_seed(7))
+                                         if t.dtype.is_floating_point else None for t in leaves])
+
+
+def check_low_precision(fn, *args, slack=2.0, floor=1e-3):
+    """bf16/fp16: braze's error against a float64 reference is at most ``slack`` times
+    eager's (braze rounds once on store, eager after every op)."""
+    ref = fn(*[a.double() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a for a in args])
+    eager = fn(*clone_inputs(args))
+    with Compiled() as compiled:
+        out = torch.compile(fn, backend="braze")(*clone_inputs(args))
+    assert compiled.graphs and not compiled.failures
+    for o, e, r in zip(pytree.tree_leaves(out), pytree.tree_leaves(eager), pytree.tree_leaves(ref)):
+        assert o.dtype == e.dtype and o.shape == e.shape
+        err_braze = (o.double() - r).abs().max().item()
+        err_eager = (e.double() - r).abs().max().item()
+        scale = r.abs().max().item() or 1.0
+        assert err_braze <= max(slack * err_eager, floor * scale), (err_braze, err_eager)

@@ -1,0 +1,354 @@
+"""Tier 2: every lowering family against eager PyTorch, forward and backward, on
+fresh random inputs, through each code generator (``backend`` fixture)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import check, check_low_precision
+
+FLOAT = torch.float32
+INTS = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]
+
+
+def rand(*shape, dtype=FLOAT, low=None, high=None, grad=False):
+    if dtype is torch.bool:
+        return torch.rand(shape) > 0.5
+    if not dtype.is_floating_point:
+        lo = max(0, low or 0) if dtype is torch.uint8 else (-50 if low is None else low)
+        return torch.randint(lo, 100 if high is None else high, shape, dtype=dtype)
+    t = torch.rand(shape, dtype=torch.float64) * ((high or 3) - (low if low is not None else -3)) + \
+        (low if low is not None else -3)
+    return t.to(dtype).requires_grad_(grad)
+
+
+UNARY = {
+    "exp": (torch.exp, None), "expm1": (torch.expm1, None), "exp2": (torch.exp2, None),
+    "log": (torch.log, (0.1, 5)), "log2": (torch.log2, (0.1, 5)), "log10": (torch.log10, (0.1, 5)),
+    "log1p": (torch.log1p, (-0.5, 5)), "sqrt": (torch.sqrt, (0, 5)), "rsqrt": (torch.rsqrt, (0.1, 5)),
+    "sin": (torch.sin, None), "cos": (torch.cos, None), "tan": (torch.tan, (-1, 1)),
+    "asin": (torch.asin, (-0.9, 0.9)), "acos": (torch.acos, (-0.9, 0.9)), "atan": (torch.atan, None),
+    "sinh": (torch.sinh, None), "cosh": (torch.cosh, None), "tanh": (torch.tanh, None),
+    "asinh": (torch.asinh, None), "acosh": (torch.acosh, (1.1, 5)), "atanh": (torch.atanh, (-0.9, 0.9)),
+    "erf": (torch.erf, None), "erfc": (torch.erfc, None), "erfinv": (torch.erfinv, (-0.95, 0.95)),
+    "lgamma": (torch.lgamma, (0.1, 5)), "digamma": (torch.digamma, (0.1, 5)),
+    "sigmoid": (torch.sigmoid, None), "reciprocal": (torch.reciprocal, (0.5, 3)),
+    "floor": (torch.floor, None), "ceil": (torch.ceil, None), "round": (torch.round, None),
+    "trunc": (torch.trunc, None), "frac": (torch.frac, None), "abs": (torch.abs, None),
+    "neg": (torch.neg, None), "sign": (torch.sign, None), "relu": (torch.relu, None),
+    "gelu": (F.gelu, None), "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), None),
+    "silu": (F.silu, None), "square": (torch.square, None), "cube": (lambda x: x ** 3, None),
+    "pow_frac": (lambda x: x ** 1.7, (0.1, 3)), "isnan": (torch.isnan, None), "isinf": (torch.isinf, None),
+    "isfinite": (torch.isfinite, None), "signbit": (torch.signbit, None),
+    "logical_not": (torch.logical_not, None), "nan_to_num": (torch.nan_to_num, None),
+    "softplus": (F.softplus, None), "hardtanh": (F.hardtanh, None), "leaky_relu": (F.leaky_relu, None),
+    "elu": (F.elu, None), "hardswish": (F.hardswish, None), "hardsigmoid": (F.hardsigmoid, None),
+    "mish": (F.mish, None), "logsigmoid": (F.logsigmoid, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_float(name, backend):
+    fn, domain = UNARY[name]
+    low, high = domain or (-3, 3)
+    x = rand(33, 17, low=low, high=high, grad=True)
+    differentiable = name not in ("isnan", "isinf", "isfinite", "signbit", "logical_not", "floor", "ceil",
+                                  "round", "trunc", "sign", "erfinv", "lgamma", "digamma")
+    check(fn, x, grad=differentiable)
+
+
+def test_unary_special_values(backend):
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 2.5, -2.5, 0.5, 1.5])
+    check(lambda x: (torch.sign(x), torch.round(x), torch.relu(x), torch.abs(x), torch.floor(x),
+                     torch.isnan(x), torch.signbit(x), x.clamp(-1, 1), torch.sigmoid(x)), x)
+
+
+BINARY = {
+    "add": lambda a, b: a + b, "add_alpha": lambda a, b: torch.add(a, b, alpha=2),
+    "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "floor_div": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "trunc_div": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "remainder": torch.remainder, "fmod": torch.fmod, "maximum": torch.maximum, "minimum": torch.minimum,
+    "fmax": torch.fmax, "fmin": torch.fmin, "pow": lambda a, b: a.abs() ** b, "atan2": torch.atan2,
+    "hypot": torch.hypot, "copysign": torch.copysign, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt,
+    "le": torch.le, "gt": torch.gt, "ge": torch.ge, "where": lambda a, b: torch.where(a > b, a, b),
+    "clamp_tensor": lambda a, b: torch.clamp(a, min=b, max=b + 1),
+    "logical_and": torch.logical_and, "logical_or": torch.logical_or, "logical_xor": torch.logical_xor,
+    "lerp": lambda a, b: torch.lerp(a, b, 0.3), "xlogy": torch.xlogy,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_float_broadcast(name, backend):
+    a = rand(8, 1, 16, grad=True)
+    b = rand(5, 1, low=0.5, high=3, grad=True)
+    nondiff = name in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+                       "floor_div", "trunc_div")
+    check(BINARY[name], a, b, grad=not nondiff)
+
+
+INT_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "true_div": lambda a, b: a / b, "floor_div": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "trunc_div": lambda a, b: torch.div(a, b, rounding_mode="trunc"), "remainder": torch.remainder,
+    "fmod": torch.fmod, "maximum": torch.maximum, "minimum": torch.minimum,
+    "and": torch.bitwise_and, "or": torch.bitwise_or, "xor": torch.bitwise_xor,
+    "lt": torch.lt, "eq": torch.eq, "shl": lambda a, b: a << (b % 7), "shr": lambda a, b: a >> (b % 7),
+    "pow": lambda a, b: a ** (b % 4), "where": lambda a, b: torch.where(a > b, a, b),
+    "clamp": lambda a, b: a.clamp(-10, 20), "abs_neg": lambda a, b: (-a).abs() + b,
+    "not": lambda a, b: ~a ^ b,
+}
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("name", sorted(INT_BINARY))
+def test_binary_int(name, dtype, backend):
+    a = rand(7, 9, dtype=dtype)
+    b = rand(9, dtype=dtype, low=1, high=20)
+    if name == "abs_neg" and dtype is torch.uint8:
+        pytest.skip("neg of uint8 is rejected by eager")
+    check(INT_BINARY[name], a, b)
+
+
+def test_int_scalars_and_promotion(backend):
+    a = rand(6, 5, dtype=torch.int32)
+    b = rand(6, 5, dtype=torch.int64)
+    c = rand(5, dtype=torch.int8)
+    check(lambda a, b, c: (a + b, a * 3, a + 2.5, c + b, a // 3, a % -4, (a > 0) & (c < 5), a.sum(1)), a, b, c)
+
+
+def test_bool_ops(backend):
+    a, b = rand(10, 10, dtype=torch.bool), rand(10, dtype=torch.bool)
+    check(lambda a, b: (a & b, a | b, a ^ b, ~a, a + b, a * b, torch.maximum(a, b), a.any(1), a.all(0),
+                        a.sum(0), torch.where(a, 1.5, -2.0)), a, b)
+
+
+CAST_DTYPES = [torch.float32, torch.float64, torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool,
+               torch.bfloat16, torch.float16]
+
+
+@pytest.mark.parametrize("src", CAST_DTYPES)
+@pytest.mark.parametrize("dst", CAST_DTYPES)
+def test_casts(src, dst, backend):
+    x = rand(4, 33, dtype=src, low=0 if dst is torch.uint8 else -100, high=100) if src.is_floating_point \
+        else rand(4, 33, dtype=src)
+    if src.is_floating_point and dst is torch.uint8:
+        x = x.abs()
+    check(lambda x: x.to(dst) if dst is not torch.bool else (x.to(dst), x.to(dst).float()), x)
+
+
+def test_int_chain_exact(backend):
+    a = rand(100, 130, dtype=torch.int64, low=-10 ** 6, high=10 ** 6)
+    b = rand(100, 130, dtype=torch.int64, low=-10 ** 6, high=10 ** 6)
+    c = rand(100, 130, dtype=torch.int32, low=-1000, high=1000)
+    check(lambda a, b, c: ((a.to(torch.int32) + b) * c).to(torch.int64), a, b, c)
+
+
+VIEWS = {
+    "permute": lambda x: x.permute(2, 0, 1) * 2,
+    "transpose_add": lambda x: x.transpose(0, 2) + 1,
+    "expand": lambda x: x[:, :1].expand(4, 6, 5) + x,
+    "reshape_merge": lambda x: x.reshape(24, 5).sin(),
+    "reshape_split": lambda x: x.reshape(4, 3, 2, 5).cos(),
+    "reshape_mixed": lambda x: x.reshape(2, 60).exp().reshape(8, 15),
+    "view_of_transpose": lambda x: x.transpose(1, 2).reshape(4, 30) + 1,
+    "slice": lambda x: x[1:3, ::2, 1:] * 3,
+    "negative_slice": lambda x: x[-2:, 1:-1] + 1,
+    "select": lambda x: x[2] + x[:, 3, :].sum(),
+    "squeeze_unsqueeze": lambda x: x[:, :1].squeeze(1).unsqueeze(0) + 1,
+    "t": lambda x: x[0].t() * x[1].t(),
+    "unbind": lambda x: sum(x.unbind(1)),
+    "split": lambda x: x.split(2, dim=1)[1] * x.split([1, 4], dim=2)[1].sum(),
+    "diagonal": lambda x: torch.diagonal(x, 0, 1, 2) + 1,
+    "flip": lambda x: x.flip(1) + 1,
+    "roll": lambda x: x.roll(2, 1) + 1,
+    "repeat": lambda x: x.repeat(2, 1, 1) + 1,
+    "narrow": lambda x: x.narrow(1, 1, 3) * 2,
+    "unfold": lambda x: x.unfold(2, 2, 1) + 1,
+    "as_strided": lambda x: torch.as_strided(x.exp(), (3, 3), (5, 1), 2) + 1,
+    "contiguous": lambda x: x.transpose(0, 1).contiguous(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_views(name, backend):
+    x = rand(4, 6, 5, grad=True)
+    check(VIEWS[name], x, grad=True)
+
+
+def test_non_contiguous_and_broadcast_inputs(backend):
+    base = rand(8, 12, 6)
+    x = base.transpose(0, 2)[::2]  # strided, non-contiguous view as a graph input
+    y = rand(1, 12, 1)
+    z = rand(12, 1).expand(12, 8)  # stride 0
+    check(lambda x, y, z: (x * y + 1, (x.sum(0) + z[:, :1]).relu(), x + z[None]), x, y, z)
+
+
+def test_channels_last(backend):
+    x = rand(2, 3, 5, 7).to(memory_format=torch.channels_last)
+    w = rand(3, 1, 1)
+    check(lambda x, w: (x * w).relu() + 1, x, w)
+
+
+SHAPES = [(0,), (1,), (5, 0), (1, 1), (1, 7), (7, 1), (3, 1, 4), ()]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_edge_shapes(shape, backend):
+    x = rand(*shape, grad=True)
+    check(lambda x: (x.sin() * 2 + 1, x.sum(), (x * x).mean() if x.numel() else x.sum()), x, grad=True)
+
+
+def test_scalars(backend):
+    x, s = rand(5, 3), torch.tensor(2.5)
+    check(lambda x, s: (x * s + s, s.exp(), x.sum() * s), x, s)
+
+
+REDUCTIONS = {
+    "sum": lambda x, d, k: x.sum(d, keepdim=k), "mean": lambda x, d, k: x.mean(d, keepdim=k),
+    "prod": lambda x, d, k: x.prod(d[0], keepdim=k) if len(d) == 1 else x.prod(),
+    "amax": lambda x, d, k: x.amax(d, keepdim=k), "amin": lambda x, d, k: x.amin(d, keepdim=k),
+    "var": lambda x, d, k: x.var(d, keepdim=k), "std": lambda x, d, k: x.std(d, keepdim=k, correction=0),
+    "var_mean": lambda x, d, k: torch.var_mean(x, d, keepdim=k),
+    "argmax": lambda x, d, k: x.argmax(d[0], keepdim=k) if len(d) == 1 else x.argmax(),
+    "argmin": lambda x, d, k: x.argmin(d[0], keepdim=k) if len(d) == 1 else x.argmin(),
+    "max_dim": lambda x, d, k: x.max(d[0], keepdim=k) if len(d) == 1 else x.max(),
+    "logsumexp": lambda x, d, k: torch.logsumexp(x, d, keepdim=k),
+    "norm": lambda x, d, k: torch.linalg.vector_norm(x, 2, d, keepdim=k),
+}
+DIMS = [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dims", DIMS, ids=str)
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reductions(name, dims, keepdim, backend):
+    x = rand(6, 33, 10, grad=name not in ("argmax", "argmin"))
+    check(lambda x: REDUCTIONS[name](x, list(dims), keepdim), x, grad=name not in ("argmax", "argmin"))
+
+
+def test_argmax_ties_and_nan(backend):
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0], [float("nan"), 1.0, float("nan"), 5.0], [2.0, 2.0, 2.0, 2.0]])
+    check(lambda x: (x.argmax(1), x.argmin(1), x.amax(1), x.amin(0), x.argmax(0)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int8, torch.bool])
+def test_integer_reductions(dtype, backend):
+    x = rand(9, 40, dtype=dtype)
+    if dtype is torch.bool:
+        check(lambda x: (x.sum(1), x.sum(), x.amax(0), x.amin(1), x.any(1), x.all(0)), x)
+    else:
+        check(lambda x: (x.sum(1), x.sum(), x.amax(0), x.amin(1), x.argmax(1), x.any(1), x.all(0), x.prod(1)), x)
+
+
+@pytest.mark.parametrize("shape", [(3, 200000), (200000, 3), (1, 300001), (70000,), (512, 4096)], ids=str)
+def test_large_reductions(shape, backend):
+    x = rand(*shape)
+    check(lambda x: (x.sum(-1), x.sum(0), x.amax(-1), x.var(-1), x.argmax(-1), x.softmax(-1)), x, rtol=1e-4, atol=1e-4)
+
+
+def test_column_reduction_with_epilogue(backend):
+    x, w = rand(4096, 100), rand(100)
+    check(lambda x, w: ((x.sum(0) * w).sigmoid(), (x - x.mean(0)).abs().amax(0)), x, w)
+
+
+def test_indexing_family(backend):
+    x = rand(10, 12, grad=True)
+    i = torch.randint(-10, 10, (7,))
+    j = torch.randint(0, 12, (10, 3))
+    check(lambda x, i, j: (x[i], x[:, j[:, 0] % 12], x.gather(1, j), x.index_select(0, i % 10),
+                           x[i, j[:7, 0]], x[i][:, None, :] * 2), x, i, j, grad=True)
+
+
+def test_cat_pad_scatter(backend):
+    a, b = rand(4, 3, grad=True), rand(4, 5, grad=True)
+    check(lambda a, b: (torch.cat([a, b.sin(), a], 1), F.pad(a, (2, 1, 0, 3), value=0.5),
+                        F.pad(b, (-1, 2)), torch.stack([a, a * 2]), b[:, 1:4].sum()), a, b, grad=True)
+
+
+def test_creation_ops(backend):
+    x = rand(5, 4)
+    check(lambda x: (x + torch.arange(4), torch.full((3, 2), 7), torch.zeros_like(x) + 1,
+                     torch.ones(2, dtype=torch.int64) * 3, torch.arange(1.0, 3.0, 0.25), torch.eye(3) * 2,
+                     torch.linspace(0, 1, 7) + 1, torch.tensor(3.0) + x), x)
+
+
+def test_where_masked_fill_clamp(backend):
+    x, m = rand(6, 7), rand(6, 7) > 0
+    check(lambda x, m: (torch.where(m, x, 0.0), x.masked_fill(m, -1.0), x.clamp(min=-0.5),
+                        x.clamp(max=0.25), torch.clamp(x, -1, 1)), x, m)
+
+
+def test_composites_with_gradients(backend):
+    x, w, b = rand(16, 64, grad=True), rand(64, grad=True), rand(64, grad=True)
+    y = rand(16, 64)
+    check(lambda x, w, b, y: (F.layer_norm(x, (64,), w, b).softmax(-1), F.mse_loss(x.sin() * w, y),
+                              F.log_softmax(x, 0), (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w),
+                              F.cross_entropy(x, torch.arange(16) % 64), F.gelu(x + b)), x, w, b, y, grad=True)
+
+
+def test_batch_norm_training_updates_running_stats(backend):
+    bn = torch.nn.BatchNorm2d(3)
+    bn2 = torch.nn.BatchNorm2d(3)
+    x = rand(4, 3, 6, 6, grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    out = bn(x)
+    out.sum().backward()
+    compiled = torch.compile(bn2, backend="braze")
+    out2 = compiled(x2)
+    out2.sum().backward()
+    torch.testing.assert_close(out2, out)
+    torch.testing.assert_close(x2.grad, x.grad)
+    torch.testing.assert_close(bn2.running_mean, bn.running_mean)
+    torch.testing.assert_close(bn2.running_var, bn.running_var)
+    assert bn2.num_batches_tracked.item() == bn.num_batches_tracked.item() == 1
+
+
+def test_in_place_on_input(backend):
+    def fn(x, y):
+        x.mul_(2).add_(y)
+        return x.sum()
+    x, y = rand(5, 6), rand(6)
+    x2 = x.clone()
+    expected = fn(x, y)
+    actual = torch.compile(fn, backend="braze")(x2, y)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(x2, x)
+
+
+def test_outputs_that_alias_inputs_and_views(backend):
+    x = rand(4, 6)
+    check(lambda x: (x, x.t(), x[1:], (x * 2).view(24), (x + 1)[:, ::2]), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision(dtype, backend):
+    x, y, w = rand(32, 128, dtype=dtype), rand(32, 128, dtype=dtype), rand(128, dtype=dtype)
+    check_low_precision(lambda x, y, w: ((x * y).sum(-1), F.layer_norm(x, (128,), w), x.softmax(-1),
+                                         F.gelu(x) * w, (x.float() + 1).to(dtype), x.amax(0)), x, y, w)
+
+
+def test_mlp_training_step(backend):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
+                                torch.nn.Linear(64, 10))
+    copy = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
+                               torch.nn.Linear(64, 10))
+    copy.load_state_dict(model.state_dict())
+    x, y = rand(16, 32), torch.randint(0, 10, (16,))
+    compiled = torch.compile(copy, backend="braze")
+    for m, run in ((model, model), (copy, compiled)):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            F.cross_entropy(run(x), y).backward()
+            opt.step()
+    for p, q in zip(model.parameters(), copy.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_reduction_precision_long_rows(backend):
+    x = rand(2, 1 << 20) + 10  # large mean: a naive one-pass variance would lose digits
+    check(lambda x: (x.var(1), x.mean(1), x.sum(1)), x, rtol=1e-4, atol=1e-3)
+    assert math.isfinite(x.var().item())

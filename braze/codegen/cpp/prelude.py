@@ -7,25 +7,14 @@ every count, bf16 rounding to nearest even, and ``omp declare simd`` lines that
 let GCC call glibc's vector math (libmvec) inside SIMD loops.
 """
 
-PRELUDE = r"""
+_TEMPLATE = r"""
 #include <stdint.h>
 #include <math.h>
 #include <omp.h>
 
 #define BRAZE_INLINE static inline __attribute__((always_inline))
 
-#define BRAZE_VECTOR_MATH(f) _Pragma("omp declare simd notinbranch") extern "C" float f##f(float); \
-  _Pragma("omp declare simd notinbranch") extern "C" double f(double);
-BRAZE_VECTOR_MATH(exp) BRAZE_VECTOR_MATH(log) BRAZE_VECTOR_MATH(sin) BRAZE_VECTOR_MATH(cos)
-BRAZE_VECTOR_MATH(tan) BRAZE_VECTOR_MATH(exp2) BRAZE_VECTOR_MATH(expm1) BRAZE_VECTOR_MATH(log2)
-BRAZE_VECTOR_MATH(log10) BRAZE_VECTOR_MATH(log1p) BRAZE_VECTOR_MATH(asin) BRAZE_VECTOR_MATH(acos)
-BRAZE_VECTOR_MATH(atan) BRAZE_VECTOR_MATH(sinh) BRAZE_VECTOR_MATH(cosh) BRAZE_VECTOR_MATH(tanh)
-BRAZE_VECTOR_MATH(asinh) BRAZE_VECTOR_MATH(acosh) BRAZE_VECTOR_MATH(atanh) BRAZE_VECTOR_MATH(erf)
-BRAZE_VECTOR_MATH(erfc)
-#define BRAZE_VECTOR_MATH2(f) _Pragma("omp declare simd notinbranch") extern "C" float f##f(float, float); \
-  _Pragma("omp declare simd notinbranch") extern "C" double f(double, double);
-BRAZE_VECTOR_MATH2(pow) BRAZE_VECTOR_MATH2(atan2) BRAZE_VECTOR_MATH2(hypot)
-
+{VECTOR_MATH}
 typedef uint16_t bf16_t;
 typedef _Float16 f16_t;
 
@@ -156,3 +145,20 @@ static double b_digamma(double x) {
 BRAZE_INLINE double b_lgamma(double x) { int s; return lgamma_r(x, &s); }
 BRAZE_INLINE float b_lgamma(float x) { int s; return lgammaf_r(x, &s); }
 """
+
+_UNARY = ["exp", "log", "sin", "cos", "tan", "exp2", "expm1", "log2", "log10", "log1p", "asin", "acos",
+          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc"]
+_BINARY = ["pow", "atan2", "hypot"]
+
+
+def _vector_math() -> str:
+    lines = []
+    for name in _UNARY + _BINARY:
+        args_f = "float, float" if name in _BINARY else "float"
+        args_d = "double, double" if name in _BINARY else "double"
+        lines += ["#pragma omp declare simd notinbranch", f'extern "C" float {name}f({args_f});',
+                  "#pragma omp declare simd notinbranch", f'extern "C" double {name}({args_d});']
+    return "\n".join(lines)
+
+
+PRELUDE = _TEMPLATE.replace("{VECTOR_MATH}", _vector_math())

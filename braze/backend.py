@@ -48,7 +48,7 @@ def _compile_boxed(kind: str, options: dict, gm: torch.fx.GraphModule, example_i
             if not config.specialize_dynamic:
                 return _fail(gm, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
             from braze.runtime.specialize import Specializing
-            return make_boxed_func(Specializing(gm, kind, options, compile_or_fallback))
+            return Specializing(gm, kind, options, compile_or_fallback)
         return compile_or_fallback(gm, kind)
 
 

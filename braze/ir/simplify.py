@@ -382,7 +382,7 @@ def flat_offset(indices, strides, offset: int = 0) -> Expr:
     terms: dict = {}
     const = offset
     for idx, stride in zip(indices, strides):
-        t, c = linear(idx)
+        t, c = linear(as_index(idx))
         for atom, k in t.items():
             terms[atom] = terms.get(atom, 0) + k * stride
         const += c * stride

@@ -179,8 +179,9 @@ class Lowerer:
         return target(*args, **kwargs)
 
     def _outputs(self, node):
-        for fx_value, value in zip(node.args[0], [self.env.get(a) if isinstance(a, torch.fx.Node) else a
-                                                   for a in node.args[0]]):
+        results = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+        for fx_value in results:
+            value = self.env.get(fx_value) if isinstance(fx_value, torch.fx.Node) else fx_value
             self.graph.outputs.append(self._output_spec(fx_value, value))
 
     def _output_spec(self, fx_value, value) -> OutputSpec:

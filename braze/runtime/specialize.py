@@ -20,6 +20,7 @@ class Specializing:
     def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict, compile_fn):
         self.gm, self.kind, self.options, self.compile_fn = gm, kind, options, compile_fn
         self.compiled: dict = {}
+        self._boxed_call = True  # AOTAutograd passes the argument list itself
 
     def __call__(self, args):
         key = tuple(_signature(a) for a in args)

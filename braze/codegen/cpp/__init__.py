@@ -5,7 +5,7 @@ import torch
 
 from braze import config
 from braze.codegen import Built
-from braze.codegen.cpp.build import build, function, is_cached
+from braze.codegen.cpp.build import build_library, function, is_cached
 from braze.codegen.cpp.kernel import CppKernel
 from braze.codegen.cpp.prelude import PRELUDE
 
@@ -20,7 +20,7 @@ class CppBackend:
         if not kernels:
             return Built({}, {}, source)
         hit = is_cached(source)
-        lib = build(source)
+        lib = build_library(source)
         objects, launches = {}, {}
         for k in kernels:
             name = k.plan.name

@@ -12,6 +12,7 @@ import ctypes
 import functools
 import os
 import shlex
+import shutil
 import subprocess
 import threading
 
@@ -29,10 +30,12 @@ _lock = threading.Lock()
 
 @functools.lru_cache(maxsize=None)
 def _identity(cxx: str) -> str:
-    try:
-        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise CompileError(f"braze: C++ compiler {cxx!r} not found ({exc}); set BRAZE_CXX") from exc
+    """What makes a built library specific to this machine: the compiler binary
+    (path, size, mtime: no subprocess on the warm path) and the CPU."""
+    path = shutil.which(cxx)
+    if path is None:
+        raise CompileError(f"braze: C++ compiler {cxx!r} not found; set BRAZE_CXX")
+    info = os.stat(os.path.realpath(path))
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -43,7 +46,7 @@ def _identity(cxx: str) -> str:
                     break
     except OSError:
         pass
-    return version.splitlines()[0] if version else cxx + cpu
+    return f"{os.path.realpath(path)}:{info.st_size}:{int(info.st_mtime)}:{cpu}"
 
 
 def flags() -> list:
@@ -54,7 +57,7 @@ def library_key(source: str) -> str:
     return cache.key_of(source, " ".join(flags()), config.cxx, _identity(config.cxx))
 
 
-def build(source: str) -> ctypes.CDLL:
+def build_library(source: str) -> ctypes.CDLL:
     key = library_key(source)
     path = cache.lookup(key, ".so")
     if path is None:

@@ -1,0 +1,144 @@
+"""The runtime around the kernels: compile cache, errors and fallbacks, dynamic
+shapes, config knobs and options, debug output."""
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import braze
+from braze.compiler import BrazeError
+from helpers import Compiled, check
+
+SCRIPT = textwrap.dedent("""
+    import json, torch, braze
+    import braze.codegen.cpp.build as build
+    calls = []
+    original = build._compile
+    build._compile = lambda *a: (calls.append(1), original(*a))[1]
+    f = lambda x: torch.sin(x) ** 2 + torch.cos(x) * 3
+    x = torch.arange(12.0)
+    out = torch.compile(f, backend="braze")(x)
+    assert torch.allclose(out, f(x))
+    print(json.dumps({"compiler_runs": len(calls)}))
+""")
+
+
+def run_script(cache_dir):
+    env = dict(os.environ, BRAZE_CACHE_DIR=str(cache_dir), BRAZE_STRICT="1")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_runs_no_compiler_and_corrupt_entries_are_rebuilt(tmp_path):
+    cache = tmp_path / "cache"
+    assert run_script(cache) == {"compiler_runs": 1}
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    assert run_script(cache) == {"compiler_runs": 0}
+    libraries = [p for p in cache.iterdir() if p.suffix == ".so"]
+    assert len(libraries) == 1
+    libraries[0].write_bytes(libraries[0].read_bytes()[:100])  # truncate the cached library
+    assert run_script(cache) == {"compiler_runs": 1}
+    assert run_script(cache) == {"compiler_runs": 0}
+
+
+def test_strict_error_names_op_shapes_and_dtypes():
+    from braze.lower import LOWERINGS
+    original = LOWERINGS[torch.ops.aten.exp.default]
+    LOWERINGS[torch.ops.aten.exp.default] = lambda ctx, x: 1 / 0  # a broken rule
+    try:
+        with pytest.raises(Exception) as info:
+            torch.compile(lambda x: x.exp() + 1, backend="braze")(torch.randn(3, 4))
+        text = str(info.value)
+        assert "aten.exp.default" in text and "f32[3, 4]" in text and "BrazeError" in text
+    finally:
+        LOWERINGS[torch.ops.aten.exp.default] = original
+
+
+def test_non_strict_failure_warns_once_and_runs_eagerly():
+    from braze.lower import LOWERINGS
+    original = LOWERINGS[torch.ops.aten.exp.default]
+    LOWERINGS[torch.ops.aten.exp.default] = lambda ctx, x: 1 / 0
+    try:
+        with braze.config.patch(strict=False), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x = torch.randn(5)
+            out = torch.compile(lambda x: x.exp() * 2, backend="braze")(x)
+        torch.testing.assert_close(out, x.exp() * 2)
+        messages = [str(w.message) for w in caught if "braze" in str(w.message)]
+        assert len(messages) == 1 and "aten.exp.default" in messages[0]
+    finally:
+        LOWERINGS[torch.ops.aten.exp.default] = original
+
+
+def test_unlowered_ops_run_through_aten_and_are_counted():
+    x = torch.randn(6, 5)
+    compiled = check(lambda x: torch.cumsum(x.exp(), 1).sin(), x)
+    assert any("cumsum" in f for g in compiled.graphs for f in g.fallbacks)
+    assert len(compiled.kernels) == 2
+
+
+def test_forced_fallback_knob():
+    with braze.config.patch(fallback_ops=frozenset({"aten.sin"})):
+        compiled = check(lambda x: x.sin() + 1, torch.randn(4))
+    assert compiled.graphs[0].fallbacks == ["aten.sin.default"]
+
+
+def test_fusion_can_be_turned_off():
+    with braze.config.patch(fuse=False):
+        compiled = check(lambda x: x.softmax(-1), torch.randn(4, 8))
+    assert len(compiled.kernels) == 3
+
+
+def test_options_patch_config_for_one_function():
+    x = torch.randn(4, 8)
+    with Compiled() as compiled:
+        torch.compile(lambda x: x.softmax(-1), backend="braze", options={"fuse": False})(x)
+    assert len(compiled.kernels) == 3 and braze.config.fuse is True
+    with pytest.raises(Exception, match="no knob"):
+        torch.compile(lambda x: x + 1, backend="braze", options={"fusee": False})(x)
+
+
+def test_dynamic_shapes_are_specialized_per_shape():
+    f = torch.compile(lambda x: (x * 2).softmax(-1), backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for n in (3, 5, 3, 7):
+            x = torch.randn(n, 6)
+            torch.testing.assert_close(f(x), (x * 2).softmax(-1))
+    assert len(compiled.graphs) == 3 and not compiled.failures
+
+
+def test_debug_dir_writes_artifacts(tmp_path):
+    with braze.config.patch(debug_dir=str(tmp_path)):
+        check(lambda x: x.relu() + 1, torch.randn(4))
+    folders = list(tmp_path.iterdir())
+    assert folders
+    names = {p.name for p in folders[0].iterdir()}
+    assert {"ir.txt", "fusion_log.txt", "source.txt", "wrapper.py", "aten_graph.py"} <= names
+
+
+def test_braze_compile_and_backend_name():
+    f = braze.compile(lambda x: x * 3)
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x * 3)
+    from torch._dynamo import list_backends
+    assert "braze" in list_backends()
+
+
+def test_explain_does_not_touch_callers_grads():
+    x = torch.randn(4, 4, requires_grad=True)
+    report = braze.explain(lambda x: (x.sin() * 2).sum(), x)
+    assert x.grad is None
+    assert {g.kind for g in report.graphs} == {"forward", "backward"}
+
+
+def test_config_describe_lists_every_knob():
+    text = braze.config.describe()
+    for knob in braze.config.KNOBS:
+        assert knob.name in text and knob.env in text

@@ -13,8 +13,9 @@ from braze import config
 from braze.backend import braze_backend
 from braze.compiler import BrazeError
 from braze.debug.explain import Report, explain
+from braze.fuse.legality import Reason
 
-__all__ = ["compile", "explain", "config", "braze_backend", "BrazeError", "Report"]
+__all__ = ["compile", "explain", "config", "braze_backend", "BrazeError", "Report", "Reason"]
 __version__ = "0.1.0"
 
 

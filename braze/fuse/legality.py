@@ -19,6 +19,7 @@ the index that node writes in the same iteration.
 """
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 
@@ -30,10 +31,25 @@ from braze.ir.graph import ComputeNode, Graph, out_vars, reduce_vars
 INNER, OUTER, REDUCTION = "inner", "outer", "reduction"
 
 
+class Reason(enum.Enum):
+    """Why two groups were, or were not, fused: the fusion log's vocabulary."""
+    FUSED = "fused"
+    SAME_KERNEL = "already in one kernel"
+    EXTERN = "an ATen call is never fused"
+    DISABLED = "fusion disabled by config"
+    CYCLE = "fusing would create a cycle"
+    DOMAIN = "different iteration spaces"
+    NO_COMMON_LOOPS = "no common loop nest (sizes split differently)"
+    INDEX = "read at another index than it is written"
+    ROW_READS_ELEMENT = "a per-row node reads a per-element node"
+    OVERWRITE = "an input is read at another index than it is overwritten"
+
+
 @dataclass(frozen=True)
 class Verdict:
     ok: bool
-    reason: str = ""
+    reason: Reason = Reason.FUSED
+    detail: str = ""
 
 
 @dataclass
@@ -92,25 +108,91 @@ def _suffixes(sizes, scale: int = 1) -> set:
     return out
 
 
-def _boundaries(node: ComputeNode, role: str, red: int) -> set:
+def _boundaries(node: ComputeNode, role: str, red: int, sizes) -> set:
     if role == REDUCTION:
         return _suffixes(node.reduction.sizes) | _suffixes(node.sizes, red)
     if role == OUTER:
-        return _suffixes(node.sizes, red)
-    return _suffixes(node.sizes)
+        return _suffixes(sizes, red)
+    return _suffixes(sizes)
 
 
-def refine(nodes, roles: dict, outer: int, red: int) -> tuple | None:
+def refine(nodes, roles: dict, outer: int, red: int, orders: dict) -> tuple | None:
     """Kernel dimension sizes (outer first) and how many are outer, or None."""
     cuts = {1, red, outer * red}
     for n in nodes:
-        cuts |= _boundaries(n, roles[n.name], red)
+        cuts |= _boundaries(n, roles[n.name], red, iteration_sizes(n, orders))
     cuts = sorted(c for c in cuts if c > 0)
     if any(b % a for a, b in zip(cuts, cuts[1:])):
         return None
     dims = [b // a for a, b in zip(cuts, cuts[1:])][::-1]
     n_outer = sum(1 for a in cuts[:-1] if a >= red)
     return dims, n_outer
+
+
+def iteration_sizes(node: ComputeNode, orders: dict) -> list:
+    order = orders.get(node.name)
+    return [node.sizes[k] for k in order] if order else list(node.sizes)
+
+
+def _iteration_vars(node: ComputeNode, orders: dict) -> list:
+    variables = out_vars(node.sizes)
+    order = orders.get(node.name)
+    return [variables[k] for k in order] if order else list(variables)
+
+
+def reduction_orders(nodes, roles: dict) -> dict:
+    """Loop orders that let pointwise nodes iterate like the group's reductions: the
+    dims they share with a reduction's kept dims first, then the reduced ones (e.g.
+    BatchNorm's normalization of [N, C, H, W] iterates C, then N, H, W)."""
+    reductions = [n for n in nodes if roles[n.name] == REDUCTION]
+    orders = {}
+    for n in nodes:
+        if roles[n.name] != INNER or not reductions:
+            continue
+        ranks = _ranks_from_results(n, reductions) or _ranks_from_shared_reads(n, reductions)
+        if ranks:
+            first = sorted((k for k in ranks if ranks[k][0] == 0), key=lambda k: ranks[k])
+            rest = sorted((k for k in range(len(n.sizes)) if k not in first),
+                          key=lambda k: ranks.get(k, (1, k)))
+            orders[n.name] = tuple(first + rest)
+    return orders
+
+
+def _dims_of(node: ComputeNode) -> dict:
+    return {v: k for k, v in enumerate(out_vars(node.sizes)) if v.op is Op.VAR}
+
+
+def _ranks_from_results(node: ComputeNode, reductions) -> dict:
+    """Dims of ``node`` that index a reduction's result are kept (outer) dims."""
+    dims, ranks = _dims_of(node), {}
+    names = {r.name for r in reductions}
+    for e in walk(node.body):
+        if e.op is Op.LOAD and e.arg in names:
+            for pos, idx in enumerate(e.args):
+                if idx in dims:
+                    ranks[dims[idx]] = (0, pos)
+    return ranks
+
+
+def _ranks_from_shared_reads(node: ComputeNode, reductions) -> dict:
+    """Match dims through a buffer both read with plain variable indices."""
+    dims = _dims_of(node)
+    mine = {e.arg: e.args for e in walk(node.body) if e.op is Op.LOAD}
+    for r in reductions:
+        outer_pos = {v: k for k, v in enumerate(out_vars(r.sizes))}
+        reduce_pos = {v: k for k, v in enumerate(reduce_vars(r.reduction.sizes))}
+        for e in walk(r.body):
+            if e.op is not Op.LOAD or e.arg not in mine:
+                continue
+            ranks = {}
+            for a, b in zip(mine[e.arg], e.args):
+                if a in dims and b in outer_pos:
+                    ranks[dims[a]] = (0, outer_pos[b])
+                elif a in dims and b in reduce_pos:
+                    ranks[dims[a]] = (1, reduce_pos[b])
+            if ranks:
+                return ranks
+    return {}
 
 
 def _span_map(sizes, variables, kernel_vars, dims_suffix: list, base: int) -> dict:
@@ -132,12 +214,16 @@ def build_nest(nodes) -> Nest | Verdict:
     """The loop nest computing ``nodes`` (topologically ordered), or why there is none."""
     domain = group_domain(nodes)
     if domain is None:
-        return Verdict(False, "different iteration spaces")
+        return Verdict(False, Reason.DOMAIN)
     outer, red = domain
     roles = {n.name: role_of(n, outer, red) for n in nodes}
-    refined = refine(nodes, roles, outer, red)
+    orders: dict = {}
+    refined = refine(nodes, roles, outer, red, orders)
+    if refined is None and red > 1:
+        orders = reduction_orders(nodes, roles)
+        refined = refine(nodes, roles, outer, red, orders)
     if refined is None:
-        return Verdict(False, "no common loop nest (sizes split differently)")
+        return Verdict(False, Reason.NO_COMMON_LOOPS)
     dims, n_outer = refined
     nest = Nest(outer, red, dims, n_outer, roles, {}, {})
     kvars = nest.kernel_vars()
@@ -148,7 +234,8 @@ def build_nest(nodes) -> Nest | Verdict:
             mapping = _span_map(n.reduction.sizes, reduce_vars(n.reduction.sizes), kvars, suffix, 1)
             mapping.update(_span_map(n.sizes, out_vars(n.sizes), kvars, suffix, red))
         else:
-            mapping = _span_map(n.sizes, out_vars(n.sizes), kvars, suffix, red if role == OUTER else 1)
+            mapping = _span_map(iteration_sizes(n, orders), _iteration_vars(n, orders), kvars, suffix,
+                                red if role == OUTER else 1)
         nest.maps[n.name] = mapping
     return nest
 
@@ -177,9 +264,9 @@ def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
             p_role = nest.roles[producer]
             p_level = nest.levels[producer]
             if role == OUTER and p_role == INNER:
-                return Verdict(False, f"{n.name} reads {producer} per element but runs once per row")
+                return Verdict(False, Reason.ROW_READS_ELEMENT, f"{n.name} reads {producer}")
             if not _same_element(load_expr, n, members[producer], nest):
-                return Verdict(False, f"{n.name} reads {producer} at another index than it is written")
+                return Verdict(False, Reason.INDEX, f"{n.name} reads {producer}")
             level = max(level, p_level if p_role == INNER else p_level + 1)
         for reader in _readers_of_written(n, nodes, writers):
             level = max(level, nest.levels[reader.name])
@@ -210,8 +297,8 @@ def _mutation_reads_ok(nodes, nest: Nest) -> Verdict:
                 if e.op is Op.LOAD and e.arg == writer.mutates:
                     read = [substitute(i, nest.maps[reader.name]) for i in e.args]
                     if not all(a is b for a, b in zip(read, target)):
-                        return Verdict(False, f"{reader.name} reads {writer.mutates} at another index than "
-                                              f"{writer.name} overwrites it")
+                        return Verdict(False, Reason.OVERWRITE,
+                                       f"{reader.name} reads {writer.mutates}, {writer.name} overwrites it")
     return Verdict(True)
 
 
@@ -220,7 +307,7 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     nodes = sorted(a_nodes + b_nodes, key=lambda n: _rank(graph, n))
     if any(n.is_reduction for n in nodes) and not all(n.is_reduction for n in nodes) \
             and not config.fuse_reductions:
-        return Verdict(False, "fusion into reductions disabled by config")
+        return Verdict(False, Reason.DISABLED, "fuse_reductions is off")
     nest = build_nest(nodes)
     if isinstance(nest, Verdict):
         return nest

@@ -18,35 +18,28 @@ Cost: proportional to the window, so near-linear for local fusions.
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 from braze import config
-from braze.fuse.legality import Verdict, check_merge, group_domain
+from braze.fuse.legality import Reason, Verdict, check_merge, group_domain
 from braze.ir import dtypes
 from braze.ir.graph import ComputeNode, ExternNode, Graph
-
-
-class Reason(enum.Enum):
-    FUSED = "fused"
-    SAME_KERNEL = "already in one kernel"
-    EXTERN = "an ATen call is never fused"
-    DISABLED = "fusion disabled by config"
-    CYCLE = "fusing would create a cycle"
 
 
 @dataclass
 class FusionRecord:
     first: str
     second: str
-    score: int
+    score: int  # bytes of memory traffic the fusion saves
     kind: str  # "producer-consumer" or "siblings"
     fused: bool
-    reason: str
+    reason: Reason
+    detail: str = ""
 
     def __str__(self) -> str:
-        verdict = "fused" if self.fused else "not fused"
-        return f"{self.first} + {self.second} ({self.kind}, {self.score} bytes): {verdict}: {self.reason}"
+        verdict = "fused" if self.fused else f"not fused: {self.reason.value}"
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"{self.first} + {self.second} [{self.kind}, saves {self.score} bytes]: {verdict}{detail}"
 
 
 @dataclass(eq=False)
@@ -150,34 +143,35 @@ class Scheduler:
         first_round = not self.log
         for k, (score, kind, a0, b0) in enumerate(candidates):
             record = None if first_round else self.log[k]
-            if record is not None and (record.fused or record.reason == Reason.SAME_KERNEL.value):
+            if record is not None and (record.fused or record.reason is Reason.SAME_KERNEL):
                 continue
             a, b = self._find(a0), self._find(b0)
             if record is not None and a is b:
                 continue
-            fused, reason = self._try(a, b)
+            verdict = self._try(a, b)
             if record is None:
-                self.log.append(FusionRecord(a0.name, b0.name, score, kind, fused, reason))
+                self.log.append(FusionRecord(a0.name, b0.name, score, kind, verdict.ok, verdict.reason,
+                                             verdict.detail))
             else:
-                record.fused, record.reason = fused, reason
-            merged_any |= fused
+                record.fused, record.reason, record.detail = verdict.ok, verdict.reason, verdict.detail
+            merged_any |= verdict.ok
         return merged_any
 
-    def _try(self, a: Group, b: Group) -> tuple[bool, str]:
+    def _try(self, a: Group, b: Group) -> Verdict:
         if a is b:
-            return False, Reason.SAME_KERNEL.value
+            return Verdict(False, Reason.SAME_KERNEL)
         if a.extern or b.extern:
-            return False, Reason.EXTERN.value
+            return Verdict(False, Reason.EXTERN)
         if self.position[a.id] > self.position[b.id]:
             a, b = b, a
-        verdict: Verdict = check_merge(self.graph, a.nodes, b.nodes)
+        verdict = check_merge(self.graph, a.nodes, b.nodes)
         if not verdict.ok:
-            return False, verdict.reason
+            return verdict
         descendants = self._descendants_before(a, b)
         if descendants is None:
-            return False, Reason.CYCLE.value
+            return Verdict(False, Reason.CYCLE)
         self._merge(a, b, descendants)
-        return True, Reason.FUSED.value
+        return Verdict(True)
 
     # ------------------------------------------------------------------ union and order
 
@@ -233,4 +227,4 @@ def _extern_numel(node: ExternNode, buffer: str) -> int:
     return 0
 
 
-__all__ = ["schedule", "Schedule", "Group", "FusionRecord", "group_domain"]
+__all__ = ["schedule", "Schedule", "Group", "FusionRecord", "Reason", "group_domain"]

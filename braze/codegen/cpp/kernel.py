@@ -29,6 +29,7 @@ from braze.ir.expr import Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
+TILE = 32  # tile edge of a transposing pointwise kernel
 
 
 class CppKernel:
@@ -72,7 +73,7 @@ class CppKernel:
     def _choose_shape(self) -> str:
         plan = self.plan
         if not plan.reduce:
-            return "pointwise"
+            return "tiled" if self._tile_var() is not None else "pointwise"
         work = plan.outer_numel() * plan.reduce_numel()
         if self.threads > 1 and plan.outer_numel() < 2 * self.threads and plan.reduce_numel() >= SPLIT_MIN_REDUCE \
                 and work >= PARALLEL_MIN_WORK:
@@ -246,6 +247,47 @@ class CppKernel:
         for m in plan.members:
             self._compute(m, printer, inner)
         self._close_loops(len(loops), inner)
+
+    def _tile_var(self):
+        """An outer loop that some access walks contiguously while it walks the
+        innermost loop with a stride (a transpose): tile the two together."""
+        loops = self.plan.outer
+        if len(loops) < 2 or loops[-1].size < 2 * TILE:
+            return None
+        z = loops[-1]
+        for e in walk(self.plan.expressions()):
+            positions = [e.args[0]] if e.op is Op.LOAD else []
+            for p in positions + [m.store for m in self.plan.members if m.store is not None]:
+                kz = S.coefficient(p, z)
+                if kz in (0, 1, None):
+                    continue
+                for a in loops[:-1]:
+                    if a.size >= 2 * TILE and S.coefficient(p, a) == 1:
+                        return a
+        return None
+
+    def _tiled(self) -> None:
+        plan = self.plan
+        a, z = self._tile_var(), plan.outer[-1]
+        others = [v for v in plan.outer if v is not a and v is not z]
+        self._emit("  ", self._parallel(len(others) + 2))
+        inner = self._open_loops(others, "  ")
+        self._emit(inner, f"for (int64_t {a.name}b = 0; {a.name}b < {a.size}; {a.name}b += {TILE}) {{")
+        self._emit(inner, f"  for (int64_t {z.name}b = 0; {z.name}b < {z.size}; {z.name}b += {TILE}) {{")
+        body = inner + "    "
+        for v in (a, z):
+            self._emit(body, f"const int64_t {v.name}e = {v.name}b + {TILE} < {v.size} ? {v.name}b + {TILE} : {v.size};")
+        self._emit(body, f"for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
+        self._emit(body, "  #pragma omp simd")
+        self._emit(body, f"  for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
+        printer = self._printer(body + "    ")
+        for m in plan.members:
+            self._compute(m, printer, body + "    ")
+        self._emit(body, "  }")
+        self._emit(body, "}")
+        self._emit(inner, "  }")
+        self._emit(inner, "}")
+        self._close_loops(len(others), inner)
 
     def _row(self) -> None:
         plan = self.plan

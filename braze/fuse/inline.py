@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from braze import config
-from braze.ir.expr import Expr, Op, free_vars, op_count, rewrite, store_cast, substitute, walk
+from braze.ir.expr import Expr, Op, op_count, rewrite, store_cast, substitute, walk
 from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode, Layout, out_vars
 
 
@@ -32,7 +32,6 @@ class Decision:
 
 def inline(graph: Graph) -> list[Decision]:
     uses = _count_uses(graph)
-    amplified = _amplified_reads(graph)
     bodies: dict[str, Expr] = {}  # final body of each inlined node
     decisions: list[Decision] = []
     kept = []
@@ -40,7 +39,7 @@ def inline(graph: Graph) -> list[Decision]:
         if isinstance(node, ComputeNode):
             node.origins = _merged_origins(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
-            stored, reason = _decide(node, uses.get(node.name, 0), node.name in amplified)
+            stored, reason = _decide(node, uses.get(node.name, 0))
             decisions.append(Decision(node.name, stored, reason))
             if not stored:
                 if uses.get(node.name, 0):
@@ -74,20 +73,7 @@ def _count_uses(graph: Graph) -> dict[str, int]:
     return uses
 
 
-def _amplified_reads(graph: Graph) -> set:
-    """Buffers a reduction reads broadcast along a reduced dim: recomputing them
-    inside the reduction would repeat the work once per reduced element."""
-    found = set()
-    for node in graph.nodes:
-        if isinstance(node, ComputeNode) and node.is_reduction:
-            rvars = {v for v in free_vars(node.body) if v.name.startswith("r")}
-            for e in walk(node.body):
-                if e.op is Op.LOAD and not rvars <= set().union(*(free_vars(i) for i in e.args)):
-                    found.add(e.arg)
-    return found
-
-
-def _decide(node: ComputeNode, uses: int, amplified: bool) -> tuple[bool, str]:
+def _decide(node: ComputeNode, uses: int) -> tuple[bool, str]:
     if node.is_reduction:
         return True, "reduction"
     if node.pinned:
@@ -97,8 +83,6 @@ def _decide(node: ComputeNode, uses: int, amplified: bool) -> tuple[bool, str]:
     cost = op_count(node.body)
     if cost > config.inline_max_body:
         return True, f"expression of {cost} ops is too large to recompute"
-    if amplified and cost > config.inline_max_ops:
-        return True, f"a reduction reads it broadcast, costly to recompute ({cost} ops)"
     if uses == 1:
         return False, "read once"
     if cost <= config.inline_max_ops:

@@ -18,6 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from braze import backend as _backend
+from braze.fuse.legality import Reason
 
 
 @dataclass
@@ -68,6 +69,12 @@ class Report:
                 lines.append(f"  {'extern':10} {'aten':8} {'':10} {e}")
             for f in g.fallbacks:
                 lines.append(f"  {'fallback':10} {'aten':8} {'':10} {f}")
+            refused = [r for r in g.fusion_log if not r.fused and r.reason is not Reason.SAME_KERNEL]
+            for r in refused[:8]:
+                lines.append(f"  not fused: {r.first} + {r.second}: {r.reason.value}"
+                             f"{f' ({r.detail})' if r.detail else ''}")
+            if len(refused) > 8:
+                lines.append(f"  ... {len(refused) - 8} more refused pairs in .fusion_log")
         for kind, message in self.failures:
             lines.append(f"\n{kind} graph ran eagerly: {message}")
         return "\n".join(lines)

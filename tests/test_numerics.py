@@ -352,3 +352,23 @@ def test_reduction_precision_long_rows(backend):
     x = rand(2, 1 << 20) + 10  # large mean: a naive one-pass variance would lose digits
     check(lambda x: (x.var(1), x.mean(1), x.sum(1)), x, rtol=1e-4, atol=1e-3)
     assert math.isfinite(x.var().item())
+
+
+@pytest.mark.parametrize("order", ["m_first", "p_first"])
+def test_fused_input_mutations_read_old_values(order, backend):
+    """One kernel overwrites m while another member still needs m's old value."""
+    def update(m, p, g):
+        p.add_(m * 2)
+        m.mul_(0.9).add_(g)
+
+    def fn(a, b, g):
+        if order == "m_first":
+            update(a, b, g)
+        else:
+            update(b, a, g)
+    a, b, g = rand(1000), rand(1000), rand(1000)
+    a2, b2 = a.clone(), b.clone()
+    fn(a, b, g)
+    torch.compile(fn, backend="braze")(a2, b2, g)
+    torch.testing.assert_close(a2, a)
+    torch.testing.assert_close(b2, b)

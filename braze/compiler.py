@@ -19,7 +19,7 @@ import torch
 from braze import config
 from braze.codegen import backend_for
 from braze.fuse.inline import inline
-from braze.fuse.kernel import plan_kernel
+from braze.fuse.kernel import foreach_plan, plan_kernel
 from braze.fuse.schedule import schedule
 from braze.ir.expr import clear_intern_table
 from braze.ir.graph import ExternNode, Graph, InputNode
@@ -83,8 +83,8 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str) -> CompiledGraph:
     sched = schedule(graph)
     timings["schedule"] = _lap(t)
     t = time.perf_counter()
-    steps, plans = _steps(graph, sched)
     backend = backend_for(graph.device)
+    steps, plans = _steps(graph, sched, getattr(backend, "supports_foreach", False))
     timings["plan"] = _lap(t)
     t = time.perf_counter()
     built = backend.compile(plans)
@@ -110,7 +110,7 @@ def _lap(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-def _steps(graph: Graph, sched) -> tuple:
+def _steps(graph: Graph, sched, foreach: bool) -> tuple:
     """Wrapper steps in schedule order, and the kernel plans."""
     group_of = {}
     for k, group in enumerate(sched.groups):
@@ -137,4 +137,40 @@ def _steps(graph: Graph, sched) -> tuple:
         plan = plan_kernel(graph, group.nodes, f"kernel{len(plans)}", escaping)
         plans.append(plan)
         steps.append(Step("kernel", plan.name, plan.reads, plan.writes))
-    return steps, plans
+    return _bundle(steps, plans) if foreach and config.foreach else (steps, plans)
+
+
+def _bundle(steps: list, plans: list) -> tuple:
+    """Runs of consecutive, mutually independent pointwise kernels become one
+    foreach kernel (one launch; an optimizer step over many tensors)."""
+    by_name = {p.name: p for p in plans}
+    runs: list = []
+    for step in steps:
+        plan = by_name.get(step.name) if step.kind == "kernel" and not step.skip else None
+        if runs and plan is not None and _joins(runs[-1], plan, by_name):
+            runs[-1].append(step)
+        else:
+            runs.append([step] if plan is not None else step)
+    out_steps, out_plans = [], []
+    for run in runs:
+        if not isinstance(run, list):
+            out_steps.append(run)
+            continue
+        parts = [by_name[s.name] for s in run]
+        name = f"kernel{len(out_plans)}"
+        plan = parts[0] if len(parts) == 1 else foreach_plan(name, parts)
+        plan.name = name
+        out_plans.append(plan)
+        out_steps.append(Step("kernel", name, plan.reads, plan.writes))
+    return out_steps, out_plans
+
+
+def _joins(run: list, plan, by_name: dict) -> bool:
+    if plan.reduce or not isinstance(run, list):
+        return False
+    members = [by_name[s.name] for s in run]
+    if any(m.reduce for m in members):
+        return False
+    written = {b for m in members for b in m.writes}
+    read = {b for m in members for b in m.reads}
+    return not (written & set(plan.reads)) and not (set(plan.writes) & (read | written))

@@ -73,6 +73,8 @@ KNOBS = (
          "fuse siblings that read the same input but do not depend on each other"),
     Knob("fuse_reductions", "BRAZE_FUSE_REDUCTIONS", True, _flag,
          "fuse pointwise prologues/epilogues and sibling reductions into reduction kernels"),
+    Knob("foreach", "BRAZE_FOREACH", True, _flag,
+         "launch consecutive independent pointwise kernels as one (optimizer steps over many tensors)"),
     # backends
     Knob("cpu_backend", "BRAZE_CPU_BACKEND", "cpp", str,
          "code generator for CPU tensors: 'cpp' (OpenMP + SIMD) or 'triton' (TRITON_INTERPRET=1, for tests)"),

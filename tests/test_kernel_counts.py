@@ -62,3 +62,16 @@ def test_report_lists_externs_and_fallbacks():
     assert any("cumsum" in f for f in r.fallbacks)
     text = str(r)
     assert "kernel0" in text and "extern" in text and "fallback" in text
+
+
+def test_optimizer_step_over_many_tensors_is_one_foreach_kernel():
+    params = [torch.randn(n) for n in (100, 37, 1, 64)]
+    grads = [torch.randn_like(p) for p in params]
+    state = [torch.randn_like(p) for p in params]
+
+    def step(params, grads, state):
+        for p, g, m in zip(params, grads, state):
+            m.mul_(0.9).add_(g, alpha=0.1)
+            p.sub_(m * 0.01)
+    r = counts(step, params, grads, state)
+    assert len(r.kernels) == 1 and r.kernels[0].shape == "foreach"

@@ -372,3 +372,19 @@ def test_fused_input_mutations_read_old_values(order, backend):
     torch.compile(fn, backend="braze")(a2, b2, g)
     torch.testing.assert_close(a2, a)
     torch.testing.assert_close(b2, b)
+
+
+def test_multi_tensor_optimizer_step(backend):
+    """An SGD-with-momentum step over tensors of several sizes (one foreach kernel on cpp)."""
+    shapes = [(100,), (37, 3), (1,), (5, 4, 3)]
+    params, grads, state = ([rand(*s) for s in shapes] for _ in range(3))
+
+    def step(params, grads, state):
+        for p, g, m in zip(params, grads, state):
+            m.mul_(0.9).add_(g, alpha=0.1)
+            p.sub_(m * 0.01)
+    expected_p, expected_m = [p.clone() for p in params], [m.clone() for m in state]
+    step(expected_p, grads, expected_m)
+    torch.compile(step, backend="braze")(params, grads, state)
+    for a, b in zip(params + state, expected_p + expected_m):
+        torch.testing.assert_close(a, b)

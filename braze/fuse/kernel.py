@@ -59,6 +59,11 @@ class KernelPlan:
     writes: list = field(default_factory=list)  # buffers stored
     dtypes: dict = field(default_factory=dict)  # buffer -> dtype
     extents: dict = field(default_factory=dict)  # buffer -> storage elements (for clamping)
+    parts: list = field(default_factory=list)  # a foreach kernel: independent pointwise plans
+
+    @property
+    def is_foreach(self) -> bool:
+        return bool(self.parts)
 
     @property
     def is_reduction(self) -> bool:
@@ -71,7 +76,7 @@ class KernelPlan:
     @property
     def origins(self) -> list:
         seen = []
-        for m in self.members:
+        for m in self.members + [m for p in self.parts for m in p.members]:
             for o in m.node.origins:
                 if o not in seen:
                     seen.append(o)
@@ -92,6 +97,18 @@ class KernelPlan:
             if m.reduce_index is not None:
                 out.append(m.reduce_index)
         return out
+
+
+def foreach_plan(name: str, parts: list) -> KernelPlan:
+    """One launch running independent pointwise plans (named ``name_p0``, ...)."""
+    plan = KernelPlan(name, [], [], [], parts=parts)
+    for k, part in enumerate(parts):
+        part.name = f"{name}_p{k}"
+        plan.reads += [b for b in part.reads if b not in plan.reads]
+        plan.writes += [b for b in part.writes if b not in plan.writes]
+        plan.dtypes.update(part.dtypes)
+        plan.extents.update(part.extents)
+    return plan
 
 
 def plan_kernel(graph: Graph, nodes: list, name: str, escaping: set) -> KernelPlan:

@@ -256,7 +256,6 @@ def in_kernel_reads(node: ComputeNode, members: dict) -> list:
 
 def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
     members = {n.name: n for n in nodes}
-    writers = {n.mutates: n for n in nodes if n.mutates}
     for n in nodes:
         role = nest.roles[n.name]
         level = 1 if role != OUTER else 0
@@ -268,18 +267,24 @@ def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
             if not _same_element(load_expr, n, members[producer], nest):
                 return Verdict(False, Reason.INDEX, f"{n.name} reads {producer}")
             level = max(level, p_level if p_role == INNER else p_level + 1)
-        for reader in _readers_of_written(n, nodes, writers):
-            level = max(level, nest.levels[reader.name])
-        level += (level % 2 == 0) if role != OUTER else (level % 2 == 1)
-        nest.levels[n.name] = level
+        nest.levels[n.name] = _parity(level, role)
+    _overwrite_after_reads(nodes, nest)
     return Verdict(True)
 
 
-def _readers_of_written(node: ComputeNode, nodes, writers: dict) -> list:
-    """Members that read the input ``node`` overwrites (they must read first)."""
-    if not node.mutates:
-        return []
-    return [m for m in nodes if m is not node and node.mutates in m.reads()]
+def _parity(level: int, role: str) -> int:
+    """Odd levels are reduce loops (inner nodes, reductions), even ones run between."""
+    return level + ((level % 2 == 0) if role != OUTER else (level % 2 == 1))
+
+
+def _overwrite_after_reads(nodes, nest: Nest) -> None:
+    """A node overwriting an input runs no earlier than the last level reading it.
+    Writers have no readers inside the kernel, so raising them moves nothing else."""
+    for n in nodes:
+        if n.mutates:
+            readers = [m for m in nodes if m is not n and n.mutates in m.reads()]
+            level = max([nest.levels[n.name]] + [nest.levels[m.name] for m in readers])
+            nest.levels[n.name] = _parity(level, nest.roles[n.name])
 
 
 def _same_element(load_expr: Expr, reader: ComputeNode, producer: ComputeNode, nest: Nest) -> bool:

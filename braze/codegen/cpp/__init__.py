@@ -6,16 +6,18 @@ import torch
 from braze import config
 from braze.codegen import Built
 from braze.codegen.cpp.build import build_library, function, is_cached
-from braze.codegen.cpp.kernel import CppKernel
+from braze.codegen.cpp.kernel import CppForeach, CppKernel
 from braze.codegen.cpp.prelude import PRELUDE
 
 
 class CppBackend:
     name = "cpp"
+    supports_foreach = True
 
     def compile(self, plans: list) -> Built:
         threads = config.num_threads or torch.get_num_threads()
-        kernels = [CppKernel(plan, threads, config.cpp_lanes) for plan in plans]
+        kernels = [(CppForeach if plan.is_foreach else CppKernel)(plan, threads, config.cpp_lanes)
+                   for plan in plans]
         source = PRELUDE + "\n" + "\n\n".join(k.source() for k in kernels) + "\n"
         if not kernels:
             return Built({}, {}, source)

@@ -33,8 +33,9 @@ TILE = 32  # tile edge of a transposing pointwise kernel
 
 
 class CppKernel:
-    def __init__(self, plan: KernelPlan, threads: int, lanes: int):
+    def __init__(self, plan: KernelPlan, threads: int, lanes: int, nested: bool = False):
         self.plan, self.threads = plan, max(1, threads)
+        self.nested = nested  # inside a foreach kernel's parallel region
         self.lanes = lanes
         self.lines: list[str] = []
         self.counter = itertools.count()
@@ -65,8 +66,11 @@ class CppKernel:
                 params.append(f"const {t}* __restrict {b}")
         head = [f"// {plan.name}: {self.shape}; ops: {', '.join(plan.origins)}",
                 f'extern "C" void {plan.name}({", ".join(params)}) {{']
+        return "\n".join(head + self.body() + ["}"])
+
+    def body(self) -> list:
         getattr(self, f"_{self.shape}")()
-        return "\n".join(head + self.lines + ["}"])
+        return self.lines
 
     # ------------------------------------------------------------------ choice
 
@@ -108,6 +112,8 @@ class CppKernel:
     def _parallel(self, collapse: int, simd: bool = False) -> str:
         work = self.plan.outer_numel() * max(self.plan.reduce_numel(), 1)
         clause = f" collapse({collapse})" if collapse > 1 else ""
+        if self.nested:
+            return f"#pragma omp for{' simd' if simd else ''}{clause} schedule(static) nowait"
         kind = "parallel for simd" if simd else "parallel for"
         cond = "" if work >= PARALLEL_MIN_WORK else " if(0)"
         return f"#pragma omp {kind}{clause} num_threads({self.threads}) schedule(static){cond}"
@@ -124,6 +130,15 @@ class CppKernel:
 
     def _members_at(self, level: int) -> list:
         return [m for m in self.plan.members if m.level == level]
+
+    def _preload(self, members, printer: CPrinter) -> None:
+        """Load every element this body reads from a buffer it also overwrites before
+        any store: all readers then see the old value (loads are shared)."""
+        overwritten = set(self.plan.reads) & set(self.plan.writes)
+        if overwritten:
+            for e in walk([m.value for m in members]):
+                if e.op is Op.LOAD and e.arg in overwritten:
+                    printer(e)
 
     def _compute(self, member, printer: CPrinter, indent: str, store_guard: str = "") -> str:
         value = printer(member.value)
@@ -145,6 +160,7 @@ class CppKernel:
 
     def _lane_body(self, level: int, indent: str, lane: str, reduce_index=True, guard: str = "") -> None:
         printer = self._printer(indent)
+        self._preload(self._members_at(level), printer)
         for m in self._members_at(level):
             if m.reduce_op is None:
                 self._compute(m, printer, indent, guard)
@@ -234,6 +250,8 @@ class CppKernel:
         plan = self.plan
         indent = "  "
         loops = plan.outer
+        if not loops and self.nested:
+            self._emit(indent, "#pragma omp single nowait")
         if len(loops) == 1:
             self._emit(indent, self._parallel(1, simd=True))
         elif len(loops) > 1:
@@ -243,9 +261,14 @@ class CppKernel:
             if k == len(loops) - 1 and len(loops) > 1:
                 self._emit(inner, "#pragma omp simd")
             inner = self._open_loops([v], inner)
+        if not loops:
+            self._emit(inner, "{")
         printer = self._printer(inner)
+        self._preload(plan.members, printer)
         for m in plan.members:
             self._compute(m, printer, inner)
+        if not loops:
+            self._emit(inner, "}")
         self._close_loops(len(loops), inner)
 
     def _tile_var(self):
@@ -281,6 +304,7 @@ class CppKernel:
         self._emit(body, "  #pragma omp simd")
         self._emit(body, f"  for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
         printer = self._printer(body + "    ")
+        self._preload(plan.members, printer)
         for m in plan.members:
             self._compute(m, printer, body + "    ")
         self._emit(body, "  }")
@@ -298,6 +322,7 @@ class CppKernel:
         for level in plan.levels:
             if level % 2 == 0:
                 printer = self._printer(inner)
+                self._preload(self._members_at(level), printer)
                 for m in self._members_at(level):
                     self._compute(m, printer, inner)
                 continue
@@ -353,6 +378,7 @@ class CppKernel:
         self._emit(indent, "for (int64_t l = 0; l < nb; l++) {")
         self._emit(indent, f"  const int64_t {x_in.name} = xb + l;")
         printer = self._printer(indent + "  ")
+        self._preload(members, printer)
         for m in members:
             value = self._compute(m, printer, indent + "  ")
             self._emit(indent + "  ", f"o_{m.name}[l] = {value};")
@@ -378,6 +404,7 @@ class CppKernel:
             members = self._members_at(level)
             if level % 2 == 0:
                 printer = self._printer(body)
+                self._preload(members, printer)
                 for m in members:
                     self._compute(m, printer, body, store_guard="if (tid == 0) ")
                 continue
@@ -405,3 +432,30 @@ class CppKernel:
             for stmt in acc.combine(lambda s, a=acc: f"f_{a.field(s)}", lambda s, a=acc: f"p_{a.field(s)}[k]"):
                 self._emit(indent + "  ", stmt)
             self._emit(indent, "}")
+
+
+class CppForeach:
+    """Several independent pointwise plans in one function and one parallel region."""
+
+    shape = "foreach"
+
+    def __init__(self, plan: KernelPlan, threads: int, lanes: int):
+        self.plan, self.threads = plan, max(1, threads)
+        self.parts = [CppKernel(part, threads, lanes, nested=True) for part in plan.parts]
+
+    @property
+    def args(self) -> list:
+        reads = [b for b in self.plan.reads if b not in self.plan.writes]
+        return reads + list(self.plan.writes)
+
+    def source(self) -> str:
+        plan = self.plan
+        params = [f"const {ctype(plan.dtypes[b])}* __restrict {b}" if b not in plan.writes
+                  else f"{ctype(plan.dtypes[b])}* __restrict {b}" for b in self.args]
+        lines = [f"// {plan.name}: foreach of {len(self.parts)}; ops: {', '.join(plan.origins)}",
+                 f'extern "C" void {plan.name}({", ".join(params)}) {{',
+                 f"  #pragma omp parallel num_threads({self.threads})", "  {"]
+        for part in self.parts:
+            lines.append(f"  // {part.plan.name}: {part.shape}")
+            lines += ["  " + line for line in part.body()]
+        return "\n".join(lines + ["  }", "}"])

@@ -142,3 +142,14 @@ def test_config_describe_lists_every_knob():
     text = braze.config.describe()
     for knob in braze.config.KNOBS:
         assert knob.name in text and knob.env in text
+
+
+def test_backend_found_through_entry_point_without_import():
+    code = ("import torch\n"
+            "f = torch.compile(lambda x: x.sin() + 1, backend='braze')\n"
+            "x = torch.randn(8)\n"
+            "assert torch.allclose(f(x), x.sin() + 1)\n"
+            "import sys; assert 'braze' in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, BRAZE_STRICT="1"))
+    assert proc.returncode == 0, proc.stderr[-2000:]

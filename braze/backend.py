@@ -47,9 +47,22 @@ def _compile_boxed(kind: str, options: dict, gm: torch.fx.GraphModule, example_i
         if _has_symbolic_sizes(gm):
             if not config.specialize_dynamic:
                 return _fail(gm, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
+            if config.cudagraphs:
+                warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=2)
             from braze.runtime.specialize import Specializing
             return Specializing(gm, kind, options, compile_or_fallback)
-        return compile_or_fallback(gm, kind)
+        call = compile_or_fallback(gm, kind)
+        if config.cudagraphs and hasattr(call, "compiled"):
+            from braze.runtime import cudagraphs
+            return cudagraphs.wrap(call, call.compiled, _static_inputs())
+        return call
+
+
+def _static_inputs() -> list:
+    """Indices of inputs AOTAutograd knows keep their address (parameters, buffers)."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    return list(getattr(metadata, "static_input_indices", None) or [])
 
 
 def compile_or_fallback(gm: torch.fx.GraphModule, kind: str):

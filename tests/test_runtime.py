@@ -153,3 +153,23 @@ def test_backend_found_through_entry_point_without_import():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, BRAZE_STRICT="1"))
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_cudagraphs_option_explains_why_not_on_cpu():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = torch.compile(lambda x: x.sin() * 2, backend="braze", options={"cudagraphs": True})
+        x = torch.randn(5)
+        torch.testing.assert_close(f(x), x.sin() * 2)
+    assert any("not run through CUDA graphs" in str(w.message) and "cpu" in str(w.message) for w in caught)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cudagraphs_replay_matches_and_outputs_survive_the_next_call():
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.LayerNorm(32)).cuda()
+    f = torch.compile(model, backend="braze", options={"cudagraphs": True})
+    with torch.no_grad():
+        xs = [torch.randn(8, 32, device="cuda") for _ in range(3)]
+        outs = [f(x) for x in xs]
+        for x, out in zip(xs, outs):
+            torch.testing.assert_close(out, model(x))

@@ -103,11 +103,21 @@ def explain(fn, *args, **kwargs) -> Report:
 
 def _backward(out, fn, args, kwargs) -> None:
     outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
-    if not outputs:
-        return
-    leaves = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
-    if isinstance(fn, torch.nn.Module):
-        leaves += [p for p in fn.parameters() if p.requires_grad]
-    if not leaves:
-        return
-    torch.autograd.grad(outputs, leaves, [torch.ones_like(t) for t in outputs], allow_unused=True)
+    leaves = _autograd_leaves(outputs)
+    if outputs and leaves:
+        torch.autograd.grad(outputs, leaves, [torch.ones_like(t) for t in outputs], allow_unused=True)
+
+
+def _autograd_leaves(outputs) -> list:
+    """Every leaf tensor the outputs depend on (closure-captured parameters too)."""
+    leaves, seen, stack = [], set(), [t.grad_fn for t in outputs if t.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        variable = getattr(fn, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.append(variable)
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return leaves

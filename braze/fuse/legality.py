@@ -43,6 +43,7 @@ class Reason(enum.Enum):
     INDEX = "read at another index than it is written"
     ROW_READS_ELEMENT = "a per-row node reads a per-element node"
     OVERWRITE = "an input is read at another index than it is overwritten"
+    NOTHING_SHARED = "fused, they would read no element in common"
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,7 @@ def _mutation_reads_ok(nodes, nest: Nest) -> Verdict:
 
 
 def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
-    """Can the nodes of two groups run in one kernel?"""
+    """Can the nodes of two groups run in one kernel, and is it worth it?"""
     nodes = sorted(a_nodes + b_nodes, key=lambda n: _rank(graph, n))
     if any(n.is_reduction for n in nodes) and not all(n.is_reduction for n in nodes) \
             and not config.fuse_reductions:
@@ -319,7 +320,29 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     verdict = assign_levels(nodes, nest, graph)
     if not verdict.ok:
         return verdict
-    return _mutation_reads_ok(nodes, nest)
+    verdict = _mutation_reads_ok(nodes, nest)
+    if verdict.ok and not _connected(a_nodes, b_nodes) and not _shared_elements(a_nodes, b_nodes, nest):
+        return Verdict(False, Reason.NOTHING_SHARED)
+    return verdict
+
+
+def _connected(a_nodes, b_nodes) -> bool:
+    """Does one group read what the other writes (or overwrites)?"""
+    a_out = {n.target for n in a_nodes} | {n.name for n in a_nodes}
+    b_out = {n.target for n in b_nodes} | {n.name for n in b_nodes}
+    return any(set(n.reads()) & a_out for n in b_nodes) or any(set(n.reads()) & b_out for n in a_nodes)
+
+
+def _shared_elements(a_nodes, b_nodes, nest: Nest) -> bool:
+    """Siblings are worth fusing only if some element both read is loaded once for both."""
+    def elements(nodes) -> set:
+        found = set()
+        for n in nodes:
+            for e in walk(n.body):
+                if e.op is Op.LOAD:
+                    found.add((e.arg, tuple(substitute(i, nest.maps[n.name]) for i in e.args)))
+        return found
+    return bool(elements(a_nodes) & elements(b_nodes))
 
 
 def _rank(graph: Graph, node) -> int:

@@ -76,11 +76,11 @@ class CPrinter:
     """Emit statements for expressions into ``lines`` (with ``indent``)."""
 
     def __init__(self, lines: list, indent: str, names: dict, values: dict, extents: dict,
-                 counter: itertools.count):
+                 counter: itertools.count, preset: dict | None = None):
         self.lines, self.indent = lines, indent
         self.names, self.values, self.extents = names, values, extents
         self.counter = counter
-        self.memo: dict = {}
+        self.memo: dict = dict(preset or {})  # expressions already computed in an outer scope
 
     def __call__(self, root: Expr) -> str:
         for e in walk(root):

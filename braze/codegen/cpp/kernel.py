@@ -33,16 +33,18 @@ TILE = 32  # tile edge of a transposing pointwise kernel
 
 
 class CppKernel:
-    def __init__(self, plan: KernelPlan, threads: int, lanes: int, nested: bool = False):
+    def __init__(self, plan: KernelPlan, threads: int, lanes: int, nested: bool = False,
+                 counter: itertools.count | None = None):
         self.plan, self.threads = plan, max(1, threads)
         self.nested = nested  # inside a foreach kernel's parallel region
         self.lanes = lanes
         self.lines: list[str] = []
-        self.counter = itertools.count()
+        self.counter = counter or itertools.count()
         self.names = {v: v.name for v in plan.outer + plan.reduce}
         self.values: dict = {}
         self.accs: dict = {}  # member name -> Accumulator
         self._updated: set = set()  # accumulators already folded in the current loop body
+        self.hoisted: dict = {}  # loop-invariant expressions computed at the top
         self.acc_ids = itertools.count()
         self.shape = self._choose_shape()
 
@@ -68,7 +70,10 @@ class CppKernel:
                 f'extern "C" void {plan.name}({", ".join(params)}) {{']
         return "\n".join(head + self.body() + ["}"])
 
-    def body(self) -> list:
+    def body(self, hoisted: dict | None = None) -> list:
+        if hoisted is None:
+            hoisted = hoist_invariants(self.lines, self.plan.expressions(), self.plan.extents, self.counter)
+        self.hoisted = hoisted
         getattr(self, f"_{self.shape}")()
         return self.lines
 
@@ -87,7 +92,8 @@ class CppKernel:
         return "row"
 
     def _columnar(self) -> bool:
-        """Do the reductions read along the innermost outer dimension, not the reduce one?"""
+        """Do the reductions mostly read along the innermost outer dimension rather
+        than the reduce one? Each load votes with the size of its buffer."""
         x_in, r_in = self.plan.outer[-1], self.plan.reduce[-1]
         if x_in.size < 4:
             return False
@@ -95,10 +101,11 @@ class CppKernel:
         for e in walk(self.plan.expressions()):
             if e.op is Op.LOAD and r_in in free_vars(e.args[0]):
                 kx, kr = S.coefficient(e.args[0], x_in), S.coefficient(e.args[0], r_in)
+                weight = self.plan.extents[e.arg]
                 if kx == 1 and kr not in (None, 1):
-                    votes += 1
+                    votes += weight
                 elif kr == 1:
-                    votes -= 1
+                    votes -= weight
         return votes > 0
 
     # ------------------------------------------------------------------ pieces
@@ -107,7 +114,8 @@ class CppKernel:
         self.lines.append(indent + text)
 
     def _printer(self, indent: str) -> CPrinter:
-        return CPrinter(self.lines, indent, self.names, self.values, self.plan.extents, self.counter)
+        return CPrinter(self.lines, indent, self.names, self.values, self.plan.extents, self.counter,
+                        self.hoisted)
 
     def _parallel(self, collapse: int, simd: bool = False) -> str:
         work = self.plan.outer_numel() * max(self.plan.reduce_numel(), 1)
@@ -434,6 +442,26 @@ class CppKernel:
             self._emit(indent, "}")
 
 
+def hoist_invariants(lines: list, exprs: list, extents: dict, counter) -> dict:
+    """Compute once, before any loop, what depends on no loop variable: scalar loads
+    and the math on them (Adam's bias corrections, powf of a step count). Returns
+    the printed names, to seed every loop body's printer."""
+    printer = CPrinter(lines, "  ", {}, {}, extents, counter)
+    for e in walk(exprs):
+        if e.op not in (Op.CONST, Op.VAR, Op.VALUE) and _invariant(e):
+            printer(e)
+    return printer.memo
+
+
+def _invariant(e) -> bool:
+    memo = e.memo()
+    found = memo.get("invariant")
+    if found is None:
+        found = not free_vars(e) and not any(n.op is Op.VALUE for n in walk(e))
+        memo["invariant"] = found
+    return found
+
+
 class CppForeach:
     """Several independent pointwise plans in one function and one parallel region."""
 
@@ -441,7 +469,8 @@ class CppForeach:
 
     def __init__(self, plan: KernelPlan, threads: int, lanes: int):
         self.plan, self.threads = plan, max(1, threads)
-        self.parts = [CppKernel(part, threads, lanes, nested=True) for part in plan.parts]
+        self.counter = itertools.count()
+        self.parts = [CppKernel(part, threads, lanes, nested=True, counter=self.counter) for part in plan.parts]
 
     @property
     def args(self) -> list:
@@ -453,9 +482,11 @@ class CppForeach:
         params = [f"const {ctype(plan.dtypes[b])}* __restrict {b}" if b not in plan.writes
                   else f"{ctype(plan.dtypes[b])}* __restrict {b}" for b in self.args]
         lines = [f"// {plan.name}: foreach of {len(self.parts)}; ops: {', '.join(plan.origins)}",
-                 f'extern "C" void {plan.name}({", ".join(params)}) {{',
-                 f"  #pragma omp parallel num_threads({self.threads})", "  {"]
+                 f'extern "C" void {plan.name}({", ".join(params)}) {{']
+        exprs = [e for part in self.parts for e in part.plan.expressions()]
+        hoisted = hoist_invariants(lines, exprs, plan.extents, self.counter)
+        lines += [f"  #pragma omp parallel num_threads({self.threads})", "  {"]
         for part in self.parts:
             lines.append(f"  // {part.plan.name}: {part.shape}")
-            lines += ["  " + line for line in part.body()]
+            lines += ["  " + line for line in part.body(hoisted)]
         return "\n".join(lines + ["  }", "}"])

@@ -1,0 +1,159 @@
+"""The Triton backend: one module per distinct kernel, launched from the wrapper.
+
+Takes: kernel plans of one graph and the device. Gives: ``Built``: a launcher
+function per plan (``kernelN(buf, ...)``), the generated source (kernel modules
+and launchers), each kernel's shape, and whether everything came from the
+cache.
+
+Steps per plan: choose the shape and launch parameters (``shapes``), generate
+the kernel text under a placeholder name (``kernel``), name it by a hash of
+that text (so equal kernels are one module, whatever the plans were called),
+write and import the module (``build``), and on a GPU start compiling it at
+once. Launchers (``launch``) are built when every compile has finished.
+CUDA tensors run on the GPU; CPU tensors through ``TRITON_INTERPRET=1``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from braze import config
+from braze.codegen import Built
+from braze.codegen.triton import autotune, build
+from braze.codegen.triton.helpers import HEADER, helper_source
+from braze.codegen.triton.kernel import TritonKernel
+from braze.codegen.triton.launch import Launch, LauncherSpec, make_launchers
+from braze.codegen.triton.shapes import choose, device_info
+from braze.runtime import cache
+
+PLACEHOLDER = "KERNEL_NAME"
+
+
+@dataclass
+class Unit:
+    """One plan on its way to a launcher."""
+    plan: object
+    kernel: TritonKernel
+    fn: str  # the kernel function's name
+    key: str  # the module's cache key
+    text: str
+    module: object = None
+    shapes: list = field(default_factory=list)  # launch configurations to build (several: autotuning)
+    tune_key: str = ""
+
+
+class TritonBackend:
+    name = "triton"
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+
+    def compile(self, plans: list) -> Built:
+        if not plans:
+            return Built({}, {}, "")
+        gpu = not build.interpreting(self.device)
+        if not gpu:
+            return self._build(plans, None)
+        with build.Compiler(self.device, len(plans)) as compiler:
+            return self._build(plans, compiler)
+
+    def _build(self, plans: list, compiler) -> Built:
+        gpu = compiler is not None
+        info = device_info(self.device)
+        units, hits = [], []
+        for plan in plans:
+            unit = self._generate(plan, info)
+            hits.append(build.is_cached(unit.key))
+            unit.module = build.load_module(unit.text, unit.key, interpret=not gpu)
+            unit.shapes = self._configurations(unit, info) if gpu else [unit.kernel.shape]
+            for shape in unit.shapes if gpu else ():
+                for launch in _launches(unit, shape):
+                    compiler.submit(unit.module, unit.key, launch.fn, _signature(unit, launch), launch.constexprs,
+                                    {"num_warps": launch.num_warps})
+            units.append(unit)
+        specs = [self._spec(unit, shape, k, compiler) for unit in units for k, shape in enumerate(unit.shapes)]
+        modules = {launch.fn: unit.module for unit in units for launch in _launches(unit, unit.shapes[0])}
+        launcher_source, objects = make_launchers(specs, modules, self.device, gpu)
+        for unit in units:
+            if len(unit.shapes) > 1:
+                tried = [objects.pop(_spec_name(unit, k)) for k in range(len(unit.shapes))]
+                choices = autotune.candidates(unit.plan, unit.kernel.shape)
+                written = [k for k, b in enumerate(unit.kernel.buffers) if b in unit.plan.writes]
+                objects[unit.plan.name] = autotune.Tuner(unit.plan.name, tried, choices, unit.tune_key, written)
+        launches = {u.plan.name: f"{u.plan.name}({', '.join(u.kernel.buffers)})" for u in units}
+        shapes = {u.plan.name: u.kernel.shape.name for u in units}
+        hit = all(hits) and (compiler is None or compiler.was_cached())
+        return Built(objects, launches, _source(units, launcher_source), shapes, hit)
+
+    def _generate(self, plan, info) -> Unit:
+        shape = choose(plan, info)
+        kernel = TritonKernel(plan, shape)
+        body = kernel.source(PLACEHOLDER)
+        canonical = HEADER + helper_source(kernel.helpers) + "\n\n" + body + "\n"
+        fn = f"triton_{shape.name}_{cache.key_of(canonical)[:12]}"
+        text = canonical.replace(f"def {PLACEHOLDER}", f"def {fn}")
+        return Unit(plan, kernel, fn, build.module_key(text), text)
+
+    def _configurations(self, unit: Unit, info) -> list:
+        """The launch configurations to compile: the closed form, a recorded autotuning
+        choice, or (``config.autotune``, nothing recorded) every candidate."""
+        shape = unit.kernel.shape
+        if not config.autotune:
+            return [shape]
+        unit.tune_key = autotune.record_key(unit.key, info.name)
+        choice = autotune.recorded(unit.tune_key)
+        if choice is not None:
+            unit.kernel.shape = autotune.apply(unit.plan, shape, choice)
+            return [unit.kernel.shape]
+        return [autotune.apply(unit.plan, shape, c) for c in autotune.candidates(unit.plan, shape)]
+
+    def _spec(self, unit: Unit, shape, k: int, compiler) -> LauncherSpec:
+        launches = _launches(unit, shape)
+        for launch in launches:
+            launch.alias = f"{launch.fn}_c{k}" if len(unit.shapes) > 1 else ""
+            if compiler is not None:
+                launch.compiled = compiler.result(unit.key, launch.fn, _signature(unit, launch), launch.constexprs,
+                                                  {"num_warps": launch.num_warps})
+        numel = shape.blocks.get("RSPLIT", 1) * unit.plan.outer_numel()
+        workspaces = [(param, dtype, numel) for param, dtype, _ in unit.kernel.workspaces]
+        blocks = ", ".join(f"{k}={v}" for k, v in shape.blocks.items())
+        comment = (f"{unit.plan.name}: {shape.name} ({blocks}; num_warps={shape.num_warps}); "
+                   f"ops: {', '.join(unit.plan.origins)}")
+        return LauncherSpec(_spec_name(unit, k), list(unit.kernel.buffers), launches, workspaces, comment)
+
+
+def _spec_name(unit: Unit, k: int) -> str:
+    return unit.plan.name if len(unit.shapes) == 1 else f"{unit.plan.name}_c{k}"
+
+
+def _launches(unit: Unit, shape) -> list:
+    """The launches of a unit's kernel(s) under one configuration, in order."""
+    kernel = unit.kernel
+    args = list(kernel.buffers) + [w[0] for w in kernel.workspaces]
+    main = {name: shape.blocks[name] for name in kernel.constexprs[0]}
+    launches = [Launch(unit.fn, args, main, shape.num_warps, shape.grid)]
+    if shape.finish:
+        finish = {name: {**shape.blocks, **shape.finish["blocks"]}[name] for name in kernel.constexprs[1]}
+        launches.append(Launch(f"{unit.fn}_finish", args, finish, shape.finish["num_warps"],
+                               shape.finish["grid"]))
+    return launches
+
+
+def _signature(unit: Unit, launch: Launch) -> dict:
+    kernel = unit.kernel
+    dtypes = [unit.plan.dtypes[b] for b in kernel.buffers] + [w[1] for w in kernel.workspaces]
+    params = [kernel.params[b] for b in kernel.buffers] + [w[0] for w in kernel.workspaces]
+    return build.signature_of(params, dtypes, launch.constexprs)
+
+
+def _source(units: list, launchers: str) -> str:
+    seen, parts = set(), []
+    for u in units:
+        if u.key not in seen:
+            seen.add(u.key)
+            parts.append(f"# ---- module {u.fn} (cache key {u.key})\n{u.text}")
+    return "\n\n".join(parts) + "\n\n# ---- launchers\n" + launchers
+
+
+__all__ = ["TritonBackend", "config"]

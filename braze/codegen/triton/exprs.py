@@ -1,0 +1,281 @@
+"""Triton text for IR expressions.
+
+Takes: expressions of a kernel plan (loads in storage form), the Triton names
+of loop variables and in-kernel values (each with the block axes it varies
+along), kernel parameter names of buffers, their extents, and the masks of the
+block axes. Gives: ``Printer``, which appends one ``tmpN = ...`` line per
+distinct value subexpression (common subexpressions are computed once), keeps
+index arithmetic inline, and returns a ``Term``: the text of the root and the
+block axes it depends on.
+
+Loads whose position is not provably inside the buffer (``simplify.bounds``)
+are clamped, so a load in a ``where`` branch that is not taken (cat, pad)
+never leaves its buffer; every load is masked by the axes it varies along.
+Float32 division and square root use the IEEE-rounded forms (``div_rn``,
+``sqrt_rn``): plain ``/`` and ``tl.sqrt`` are approximate on NVIDIA GPUs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from braze.ir import dtypes
+from braze.ir import simplify as S
+from braze.ir.expr import COMPARISONS, Expr, Op, walk
+
+TL_TYPES = {
+    torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16", torch.int64: "tl.int64", torch.int32: "tl.int32",
+    torch.int16: "tl.int16", torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+LIBDEVICE = {
+    Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1", Op.LOG: "log", Op.LOG2: "log2", Op.LOG10: "log10",
+    Op.LOG1P: "log1p", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos",
+    Op.ATAN: "atan", Op.SINH: "sinh", Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh",
+    Op.ACOSH: "acosh", Op.ATANH: "atanh", Op.ERF: "erf", Op.ERFC: "erfc", Op.ERFINV: "erfinv",
+    Op.LGAMMA: "lgamma", Op.ROUND: "nearbyint", Op.TRUNC: "trunc", Op.POW: "pow", Op.ATAN2: "atan2",
+    Op.HYPOT: "hypot", Op.COPYSIGN: "copysign", Op.NEXTAFTER: "nextafter", Op.FMOD: "fmod",
+}
+SYMBOLS = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=",
+           Op.GT: ">", Op.GE: ">=", Op.AND: "&", Op.OR: "|", Op.XOR: "^"}
+INT_HELPERS = {Op.FLOORDIV: "py_floordiv_int", Op.TRUNCDIV: "c_truncdiv_int", Op.MOD: "py_mod_int",
+               Op.FMOD: "c_fmod_int"}
+BITS = {torch.int8: 8, torch.uint8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64}
+_PRECEDENCE = {Op.ADD: 1, Op.SUB: 1, Op.MUL: 2, Op.FLOORDIV: 2, Op.MOD: 2}
+
+
+def tl_type(dtype, index_type: str = "tl.int32") -> str:
+    return index_type if dtype is dtypes.INDEX else TL_TYPES[dtype]
+
+
+@dataclass(frozen=True)
+class Term:
+    """Printed expression: its text, the block axes it varies along, and whether it
+    is a plain Python literal (which takes its dtype from the tensor it meets)."""
+    text: str
+    axes: frozenset = frozenset()
+    literal: bool = False
+    precedence: int = 3  # for inline index arithmetic
+
+
+def literal(value, dtype) -> str:
+    if dtype is torch.bool:
+        return "True" if value else "False"
+    if dtype in dtypes.FLOATS:
+        if value != value:
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
+        return repr(float(value))
+    value = int(value)
+    if dtype in BITS:  # wrap into the dtype's range, as C++ does with its casts
+        bits = BITS[dtype]
+        value %= 1 << bits
+        if dtype is not torch.uint8 and value >= 1 << (bits - 1):
+            value -= 1 << bits
+    return str(value)
+
+
+def full(value_text: str, dtype, shape: str = "[]", index_type: str = "tl.int32") -> str:
+    return f"tl.full({shape}, {value_text}, {tl_type(dtype, index_type)})"
+
+
+def convert(text: str, source, target, index_type: str = "tl.int32") -> str:
+    """``text`` (of dtype ``source``) converted to ``target`` as C++ converts it."""
+    if target is torch.bool and source is not torch.bool:
+        return f"({text} != 0)"
+    return f"{text}.to({tl_type(target, index_type)})"
+
+
+class Printer:
+    """Emit statements for expressions into ``lines`` (with ``indent``)."""
+
+    def __init__(self, kernel, lines: list, indent: str):
+        self.k = kernel  # names, values, params, extents, masks, index_type, counter, helpers
+        self.lines, self.indent = lines, indent
+        self.memo: dict = {}
+
+    def __call__(self, root: Expr) -> Term:
+        for e in walk(root):
+            if id(e) not in self.memo:
+                self.memo[id(e)] = self._node(e)
+        return self.memo[id(root)]
+
+    def tensor(self, term: Term, dtype) -> str:
+        """``term`` as a tensor of its own dtype (literals materialized)."""
+        return full(term.text, dtype, index_type=self.k.index_type) if term.literal else term.text
+
+    # ------------------------------------------------------------------ nodes
+
+    def temp(self, text: str, axes) -> Term:
+        name = f"tmp{next(self.k.counter)}"
+        self.lines.append(f"{self.indent}{name} = {text}")
+        return Term(name, frozenset(axes))
+
+    def _node(self, e: Expr) -> Term:
+        op = e.op
+        if op is Op.CONST:
+            return Term(literal(e.arg, e.dtype), literal=True)
+        if op is Op.VAR:
+            return self.k.names[e]
+        if op is Op.VALUE:
+            return self.k.values[e.arg]
+        args = [self.memo[id(a)] for a in e.args]
+        axes = frozenset().union(*(a.axes for a in args))
+        if op is Op.LOAD:
+            return self._load(e, args[0])
+        if e.dtype is dtypes.INDEX or (op in COMPARISONS and e.args[0].dtype is dtypes.INDEX):
+            return self._index(e, args, axes)
+        args = [Term(f"({a.text})", a.axes, a.literal) if a.precedence < 3 else a for a in args]
+        if op is Op.WHERE:
+            a, b = args[1:]
+            if a.literal and b.literal:
+                a, b = Term(self.tensor(a, e.dtype)), Term(self.tensor(b, e.dtype))
+            return self.temp(f"tl.where({args[0].text}, {a.text}, {b.text})", axes)
+        if op not in SYMBOLS or all(a.literal for a in args):
+            # Python literals take their dtype from the tensor they meet in an operator;
+            # anywhere else they are made tensors of their own dtype
+            args = [Term(self.tensor(a, x.dtype)) for a, x in zip(args, e.args)]
+        if op is Op.CAST:
+            return self.temp(convert(args[0].text, e.args[0].dtype, e.dtype, self.k.index_type), axes)
+        return self.temp(self._value_op(e, [a.text for a in args]), axes)
+
+    def _load(self, e: Expr, pos: Term) -> Term:
+        text = pos.text
+        lo, hi = S.bounds(e.args[0])
+        extent = self.k.extents[e.arg]
+        if lo < 0 or hi > extent - 1:
+            text = f"tl.minimum(tl.maximum({text}, 0), {max(extent - 1, 0)})"
+        mask = self.k.mask_for(pos.axes)
+        mask_text = f", {mask}" if mask else ""
+        if lo < 0 or hi > extent - 1 or pos.precedence < 3:
+            text = f"({text})"
+        return self.temp(f"tl.load({self.k.params[e.arg]} + {text}{mask_text})", pos.axes)
+
+    # ------------------------------------------------------------------ index arithmetic
+
+    def _index(self, e: Expr, args: list, axes) -> Term:
+        op, k = e.op, self.k
+        if op is Op.CAST:
+            source = self.tensor(args[0], e.args[0].dtype) if args[0].literal else self._wrap(args[0], 3)
+            return Term(f"{source}.to({tl_type(e.dtype, k.index_type)})", axes)
+        if op is Op.WHERE:
+            return Term(f"tl.where({args[0].text}, {args[1].text}, {args[2].text})", axes)
+        if op in COMPARISONS:
+            return Term(f"({args[0].text} {SYMBOLS[op]} {args[1].text})", axes)
+        if op in (Op.MINIMUM, Op.MAXIMUM):
+            fn = "tl.minimum" if op is Op.MINIMUM else "tl.maximum"
+            return Term(f"{fn}({args[0].text}, {args[1].text})", axes)
+        if op is Op.NEG:
+            return Term(f"-{self._wrap(args[0], 3)}", axes, precedence=2)
+        if op in (Op.FLOORDIV, Op.MOD):
+            nonneg = S.bounds(e.args[0])[0] >= 0 and e.args[1].op is Op.CONST and e.args[1].arg > 0
+            if not nonneg:
+                helper = "index_floordiv" if op is Op.FLOORDIV else "index_mod"
+                k.helpers.add(helper)
+                return Term(f"{helper}({args[0].text}, {args[1].text})", axes)
+            symbol = "//" if op is Op.FLOORDIV else "%"
+        elif op in (Op.ADD, Op.SUB, Op.MUL):
+            symbol = SYMBOLS[op]
+        else:
+            raise NotImplementedError(f"triton: index op {op}")
+        prec = _PRECEDENCE[op]
+        if op is Op.ADD and e.args[1].op is Op.CONST and e.args[1].arg < 0:
+            return Term(f"{self._wrap(args[0], prec)} - {-e.args[1].arg}", axes, precedence=prec)
+        text = f"{self._wrap(args[0], prec)} {symbol} {self._wrap(args[1], prec + 1)}"
+        return Term(text, axes, literal=all(a.literal for a in args), precedence=prec)
+
+    @staticmethod
+    def _wrap(term: Term, at_least: int) -> str:
+        return term.text if term.precedence >= at_least else f"({term.text})"
+
+    # ------------------------------------------------------------------ values
+
+    def _value_op(self, e: Expr, args: list) -> str:
+        dtype = e.args[0].dtype
+        if dtype in dtypes.FLOATS:
+            return self._float_op(e.op, dtype, args)
+        if dtype is torch.bool:
+            return _bool_op(e.op, args)
+        return self._int_op(e.op, dtype, args)
+
+    def _use(self, helper: str) -> str:
+        self.k.helpers.add(helper)
+        return helper
+
+    def _float_op(self, op: Op, dtype, args: list) -> str:
+        a = args[0]
+        f32 = dtype is torch.float32
+        if op in SYMBOLS:
+            return f"{a} {SYMBOLS[op]} {args[1]}"
+        if op in LIBDEVICE:
+            return f"libdevice.{LIBDEVICE[op]}({', '.join(args)})"
+        t = TL_TYPES[dtype]
+        div = (lambda x, y: f"tl.math.div_rn({x}, {y})") if f32 else (lambda x, y: f"{x} / {y}")
+        sqrt = "tl.sqrt_rn" if f32 else "tl.sqrt"
+        simple = {
+            Op.TRUEDIV: lambda: div(a, args[-1]),
+            Op.NEG: lambda: f"-{a}",
+            Op.ABS: lambda: f"tl.abs({a})",
+            Op.SQRT: lambda: f"{sqrt}({a})",
+            Op.RSQRT: lambda: div("1.0", f"{sqrt}({a})"),
+            Op.RECIPROCAL: lambda: div("1.0", a),
+            Op.SIGMOID: lambda: div("1.0", f"1.0 + libdevice.exp(-{a})"),
+            Op.FLOOR: lambda: f"tl.floor({a})",
+            Op.CEIL: lambda: f"tl.ceil({a})",
+            Op.TRUNCDIV: lambda: f"libdevice.trunc({div(a, args[-1])})",
+            Op.MAXIMUM: lambda: f"{self._use('maximum_nan')}({a}, {args[-1]})",
+            Op.MINIMUM: lambda: f"{self._use('minimum_nan')}({a}, {args[-1]})",
+            Op.FMAX: lambda: f"{self._use('fmax')}({a}, {args[-1]})",
+            Op.FMIN: lambda: f"{self._use('fmin')}({a}, {args[-1]})",
+            Op.FLOORDIV: lambda: f"{self._use('py_floordiv_float')}({a}, {args[-1]})",
+            Op.MOD: lambda: f"{self._use('py_mod_float')}({a}, {args[-1]})",
+            Op.DIGAMMA: lambda: f"{self._use('digamma')}({a})",
+            Op.SIGN: lambda: f"({a} > 0).to({t}) - ({a} < 0).to({t})",
+            Op.ISNAN: lambda: f"{a} != {a}",
+            Op.ISINF: lambda: f'tl.abs({a}) == float("inf")',
+            Op.SIGNBIT: lambda: f"libdevice.signbit({a}) != 0",
+        }
+        if op in simple:
+            return simple[op]()
+        raise NotImplementedError(f"triton: {op.value} on {dtype}")
+
+    def _int_op(self, op: Op, dtype, args: list) -> str:
+        a = args[0]
+        t = TL_TYPES[dtype]
+        if op in SYMBOLS:
+            return f"{a} {SYMBOLS[op]} {args[1]}"
+        if op in INT_HELPERS:
+            return f"{self._use(INT_HELPERS[op])}({a}, {args[1]})"
+        simple = {
+            Op.MAXIMUM: lambda: f"tl.maximum({a}, {args[-1]})",
+            Op.FMAX: lambda: f"tl.maximum({a}, {args[-1]})",
+            Op.MINIMUM: lambda: f"tl.minimum({a}, {args[-1]})",
+            Op.FMIN: lambda: f"tl.minimum({a}, {args[-1]})",
+            Op.POW: lambda: f"{self._use('int_pow')}({a}, {args[-1]}, {BITS[dtype]})",
+            Op.LSHIFT: lambda: f"{self._use('shift_left')}({a}, {args[-1]}, {BITS[dtype]})",
+            Op.RSHIFT: lambda: f"{self._use('shift_right')}({a}, {args[-1]}, {BITS[dtype]})",
+            Op.NEG: lambda: f"-{a}",
+            Op.ABS: lambda: f"tl.where({a} < 0, -{a}, {a})",
+            Op.BITWISE_NOT: lambda: f"~{a}" if dtype is not torch.uint8 else f"{a} ^ 255",
+            Op.LOGICAL_NOT: lambda: f"{a} == 0",
+            Op.SIGN: lambda: f"({a} > 0).to({t}) - ({a} < 0).to({t})",
+            Op.ISNAN: lambda: f"{a} != {a}",
+            Op.ISINF: lambda: f"{a} != {a}",
+            Op.SIGNBIT: lambda: f"{a} < 0",
+        }
+        if op in simple:
+            return simple[op]()
+        raise NotImplementedError(f"triton: {op.value} on {dtype}")
+
+
+def _bool_op(op: Op, args: list) -> str:
+    if op in SYMBOLS and op not in (Op.ADD, Op.SUB, Op.MUL):
+        return f"{args[0]} {SYMBOLS[op]} {args[1]}"
+    if op is Op.LOGICAL_NOT:
+        return f"{args[0]} == 0"
+    if op in (Op.ISNAN, Op.ISINF, Op.SIGNBIT):
+        return f"{args[0]} != {args[0]}"
+    raise NotImplementedError(f"triton: {op.value} on bool")

@@ -1,0 +1,284 @@
+"""Triton helper functions that generated kernels call.
+
+Takes: the names of the helpers a kernel uses. Gives: ``helper_source(names)``,
+the ``@triton.jit`` text of those helpers and the helpers they call, to be put
+in the kernel's module ahead of the kernel (each module stands on its own).
+
+Only Triton builtins are called (no ``tl.sum``, ``tl.zeros_like``, ``tl.cdiv``: those
+are ``@triton.jit`` functions created when Triton is imported, which the
+interpreter cannot call unless ``TRITON_INTERPRET`` was set before that import).
+
+Numerics follow the C++ prelude (``braze.codegen.cpp.prelude``), which follows
+eager PyTorch: Python floor division and modulo, integer division and modulo by
+zero give 0 (never trap), ``INT_MIN // -1`` wraps, shifts are defined for every
+count, NaN-propagating max/min, argmax/argmin take the first index of the
+extreme (NaN is the extreme), Welford partials merge with Chan's formula, and
+digamma follows the same series as the C++ one (in float64).
+"""
+from __future__ import annotations
+
+_HELPERS = {
+    # ------------------------------------------------------------ integers
+    "py_floordiv_int": ("", '''
+@triton.jit
+def py_floordiv_int(a, b):
+    """Python's a // b on integers; b == 0 gives 0, b == -1 negates (wrapping)."""
+    if a.dtype.is_int_signed():
+        trivial = (b == 0) | (b == -1)
+        d = tl.where(trivial, 1, b)
+        q = a // d
+        r = a - q * d
+        q = tl.where((r != 0) & ((r < 0) != (d < 0)), q - 1, q)
+        out = tl.where(b == 0, 0, tl.where(b == -1, 0 - a, q))
+    else:
+        out = tl.where(b == 0, 0, a // tl.where(b == 0, 1, b))
+    return out
+'''),
+    "c_truncdiv_int": ("", '''
+@triton.jit
+def c_truncdiv_int(a, b):
+    """C's a / b on integers; b == 0 gives 0, b == -1 negates (wrapping)."""
+    if a.dtype.is_int_signed():
+        trivial = (b == 0) | (b == -1)
+        q = a // tl.where(trivial, 1, b)
+        out = tl.where(b == 0, 0, tl.where(b == -1, 0 - a, q))
+    else:
+        out = tl.where(b == 0, 0, a // tl.where(b == 0, 1, b))
+    return out
+'''),
+    "py_mod_int": ("", '''
+@triton.jit
+def py_mod_int(a, b):
+    """Python's a % b on integers (sign of b); b == 0 or -1 gives 0."""
+    if a.dtype.is_int_signed():
+        trivial = (b == 0) | (b == -1)
+        d = tl.where(trivial, 1, b)
+        r = a - (a // d) * d
+        r = tl.where((r != 0) & ((r < 0) != (d < 0)), r + d, r)
+        out = tl.where(trivial, 0, r)
+    else:
+        d = tl.where(b == 0, 1, b)
+        out = tl.where(b == 0, 0, a - (a // d) * d)
+    return out
+'''),
+    "c_fmod_int": ("", '''
+@triton.jit
+def c_fmod_int(a, b):
+    """C's a % b on integers (sign of a); b == 0 or -1 gives 0."""
+    if a.dtype.is_int_signed():
+        trivial = (b == 0) | (b == -1)
+    else:
+        trivial = b == 0
+    d = tl.where(trivial, 1, b)
+    return tl.where(trivial, 0, a - (a // d) * d)
+'''),
+    "int_pow": ("", '''
+@triton.jit
+def int_pow(base, exp, BITS: tl.constexpr):
+    """base ** exp on integers, wrapping; a negative exponent gives 0 unless |base| == 1."""
+    result = tl.full(base.shape, 1, base.dtype)
+    b = base
+    if base.dtype.is_int_signed():
+        e = tl.where(exp < 0, 0, exp)
+    else:
+        e = exp
+    for _ in range(BITS):
+        result = tl.where((e & 1) != 0, result * b, result)
+        b = b * b
+        e = e >> 1
+    if base.dtype.is_int_signed():
+        odd = tl.where((exp & 1) != 0, -1, 1)
+        negative = tl.where(base == 1, 1, tl.where(base == -1, odd, 0)).to(base.dtype)
+        result = tl.where(exp < 0, negative, result)
+    return result
+'''),
+    "shift_left": ("", '''
+@triton.jit
+def shift_left(a, b, BITS: tl.constexpr):
+    """a << b; a count outside [0, BITS) gives 0."""
+    inside = (b >= 0) & (b < BITS)
+    return tl.where(inside, a << tl.where(inside, b, 0), 0)
+'''),
+    "shift_right": ("", '''
+@triton.jit
+def shift_right(a, b, BITS: tl.constexpr):
+    """a >> b (arithmetic); a count outside [0, BITS) gives -1 for negative a, else 0."""
+    inside = (b >= 0) & (b < BITS)
+    shifted = a >> tl.where(inside, b, 0)
+    if a.dtype.is_int_signed():
+        out = tl.where(inside, shifted, tl.where(a < 0, -1, 0))
+    else:
+        out = tl.where(inside, shifted, 0)
+    return out
+'''),
+    "index_floordiv": ("", '''
+@triton.jit
+def index_floordiv(a, b):
+    """Floor division of index values (b != 0)."""
+    q = a // b
+    return tl.where(((a - q * b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+'''),
+    "index_mod": ("", '''
+@triton.jit
+def index_mod(a, b):
+    """Floor modulo of index values (b != 0): the result has the sign of b."""
+    r = a - (a // b) * b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+'''),
+    # ------------------------------------------------------------ floats
+    "py_mod_float": ("", '''
+@triton.jit
+def py_mod_float(a, b):
+    """Python's a % b on floats: fmod, moved to the sign of b."""
+    m = libdevice.fmod(a, b)
+    return tl.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+'''),
+    "true_div": ("", '''
+@triton.jit
+def true_div(a, b):
+    """a / b rounded as IEEE division (float32 '/' is approximate on NVIDIA GPUs)."""
+    if a.dtype == tl.float32:
+        out = tl.math.div_rn(a, b)
+    else:
+        out = a / b
+    return out
+'''),
+    "py_floordiv_float": ("true_div", '''
+@triton.jit
+def py_floordiv_float(a, b):
+    """Python's a // b on floats (as eager computes it)."""
+    m = libdevice.fmod(a, b)
+    d = true_div(a - m, b)
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1, f)
+    quotient = true_div(a, b)
+    f = tl.where(d == 0, libdevice.copysign(tl.full(d.shape, 0.0, d.dtype), quotient), f)
+    return tl.where(b == 0, quotient, f)
+'''),
+    "digamma": ("", '''
+@triton.jit
+def digamma(value):
+    """The digamma function, computed in float64 (reflection, recurrence, series)."""
+    x = value.to(tl.float64)
+    reflect = x < 0
+    frac = x - libdevice.trunc(x)
+    shift = tl.where(reflect, 3.141592653589793 / libdevice.tan(3.141592653589793 * frac), 0.0)
+    y = tl.where(reflect, 1.0 - x, x)
+    result = tl.full(y.shape, 0.0, tl.float64)
+    for _ in range(10):
+        small = y < 10.0
+        result = tl.where(small, result - 1.0 / y, result)
+        y = tl.where(small, y + 1.0, y)
+    z = 1.0 / (y * y)
+    p = 8.33333333333333333333E-2
+    p = p * z - 2.10927960927960927961E-2
+    p = p * z + 7.57575757575757575758E-3
+    p = p * z - 4.16666666666666666667E-3
+    p = p * z + 3.96825396825396825397E-3
+    p = p * z - 8.33333333333333333333E-3
+    p = p * z + 8.33333333333333333333E-2
+    series = tl.where(y < 1.0e17, z * p, 0.0)
+    out = tl.where(y == 10.0, result + 2.25175258906672110764, result + libdevice.log(y) - 0.5 / y - series)
+    out = out - shift
+    out = tl.where(reflect & (x == libdevice.trunc(x)), float("nan"), out)
+    out = tl.where(x == 0, libdevice.copysign(tl.full(x.shape, float("inf"), tl.float64), -x), out)
+    return out.to(value.dtype)
+'''),
+    "fmax": ("", '''
+@triton.jit
+def fmax(a, b):
+    """C's fmax: the larger of a and b, ignoring a NaN (NaN only if both are)."""
+    return tl.where(a != a, b, tl.where(b != b, a, tl.maximum(a, b)))
+'''),
+    "fmin": ("", '''
+@triton.jit
+def fmin(a, b):
+    """C's fmin: the smaller of a and b, ignoring a NaN (NaN only if both are)."""
+    return tl.where(a != a, b, tl.where(b != b, a, tl.minimum(a, b)))
+'''),
+    # ------------------------------------------------------------ reductions
+    "maximum_nan": ("", '''
+@triton.jit
+def maximum_nan(a, b):
+    """max(a, b); NaN if either is NaN."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+'''),
+    "minimum_nan": ("", '''
+@triton.jit
+def minimum_nan(a, b):
+    """min(a, b); NaN if either is NaN."""
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+'''),
+    "add": ("", '''
+@triton.jit
+def add(a, b):
+    return a + b
+'''),
+    "multiply": ("", '''
+@triton.jit
+def multiply(a, b):
+    return a * b
+'''),
+    "logical_or": ("", '''
+@triton.jit
+def logical_or(a, b):
+    return a | b
+'''),
+    "logical_and": ("", '''
+@triton.jit
+def logical_and(a, b):
+    return a & b
+'''),
+    "argmax_combine": ("", '''
+@triton.jit
+def argmax_combine(a, a_index, b, b_index):
+    """The larger of two (value, index) pairs; NaN is largest; ties take the first index."""
+    a_nan = a != a
+    b_nan = b != b
+    first = b_index < a_index
+    take = tl.where(a_nan, b_nan & first, b_nan | (b > a) | ((b == a) & first))
+    return tl.where(take, b, a), tl.where(take, b_index, a_index)
+'''),
+    "argmin_combine": ("", '''
+@triton.jit
+def argmin_combine(a, a_index, b, b_index):
+    """The smaller of two (value, index) pairs; NaN is smallest; ties take the first index."""
+    a_nan = a != a
+    b_nan = b != b
+    first = b_index < a_index
+    take = tl.where(a_nan, b_nan & first, b_nan | (b < a) | ((b == a) & first))
+    return tl.where(take, b, a), tl.where(take, b_index, a_index)
+'''),
+    "welford_combine": ("true_div", '''
+@triton.jit
+def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    """Chan's formula: the (mean, m2, count) of two partials together."""
+    n = n_a + n_b
+    delta = mean_b - mean_a
+    f = true_div(n_b, tl.where(n == 0, 1.0, n))
+    return mean_a + delta * f, m2_a + m2_b + delta * delta * n_a * f, n
+'''),
+}
+
+HEADER = '''import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+'''
+
+
+def helper_source(names) -> str:
+    """The text of the helpers ``names`` and those they call (sorted, so equal sets
+    give equal text)."""
+    wanted: set = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo.extend(d for d in _HELPERS[name][0].split() if d)
+    return "".join(_HELPERS[name][1] for name in sorted(wanted))
+
+
+def is_helper(name: str) -> bool:
+    return name in _HELPERS

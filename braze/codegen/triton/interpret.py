@@ -1,0 +1,136 @@
+"""A stand-in for ``libdevice`` under Triton's interpreter (``TRITON_INTERPRET=1``).
+
+Takes: nothing. Gives: ``libdevice``, a namespace with the libdevice functions
+generated kernels call, computing on the interpreter's NumPy arrays with
+PyTorch's CPU kernels. Triton's interpreter runs ``tl.*`` itself but leaves
+``triton.language.extra.libdevice`` as stubs that return ``None``; a kernel
+module loaded for the interpreter gets this namespace as its ``libdevice``.
+
+It also gives ``install``, two fixes to the interpreter: it rounds float32 to
+bfloat16 by truncation (GPUs round to nearest even), and it folds ``tl.reduce`` with
+a user combine function one element at a time in Python (minutes for a few
+thousand rows); braze's combine helpers are associative and elementwise, so
+their reductions are run as a vectorized tree instead.
+
+This is test support only: on a GPU the same kernel text calls the real
+libdevice and Triton's own reductions, and this module is never used.
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import torch
+import triton.language as tl
+
+_UNARY = {
+    "exp": torch.exp, "exp2": torch.exp2, "expm1": torch.expm1, "log": torch.log, "log2": torch.log2,
+    "log10": torch.log10, "log1p": torch.log1p, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan,
+    "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh,
+    "tanh": torch.tanh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
+    "erf": torch.erf, "erfc": torch.erfc, "erfinv": torch.erfinv, "lgamma": torch.lgamma,
+    "nearbyint": torch.round, "trunc": torch.trunc, "floor": torch.floor, "ceil": torch.ceil,
+}
+_BINARY = {
+    "pow": torch.pow, "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign,
+    "nextafter": torch.nextafter, "fmod": torch.fmod,
+}
+
+
+def _data(x):
+    return x.handle.data if isinstance(x, tl.tensor) else np.asarray(x)
+
+
+def _wrap(result: np.ndarray, like: tl.tensor, dtype=None) -> tl.tensor:
+    from triton.runtime.interpreter import TensorHandle
+    scalar = dtype or like.type.scalar
+    ty = tl.block_type(scalar, list(result.shape)) if like.type.is_block() else scalar
+    return tl.tensor(TensorHandle(result, scalar), ty)
+
+
+def _elementwise(fn, *args):
+    tensors = [a for a in args if isinstance(a, tl.tensor)]
+    like = next((t for t in tensors if t.type.is_block()), tensors[0])
+    shape = np.broadcast_shapes(*(np.shape(_data(a)) for a in args))
+    arrays = [np.broadcast_to(_data(a), shape) for a in args]
+    out = fn(*(torch.from_numpy(np.array(a)) for a in arrays))
+    return _wrap(out.numpy().astype(_data(like).dtype, copy=False), like)
+
+
+def _signbit(x):
+    return _wrap(np.signbit(_data(x)).astype(np.int32), x, tl.int32)
+
+
+def _make() -> types.SimpleNamespace:
+    functions = {}
+    for name, fn in {**_UNARY, **_BINARY}.items():
+        functions[name] = (lambda fn: lambda *args, **_: _elementwise(fn, *args))(fn)
+    functions["signbit"] = lambda x, **_: _signbit(x)
+    return types.SimpleNamespace(**functions)
+
+
+libdevice = _make()
+
+
+# ----------------------------------------------------------------------------- reductions
+
+def _tree_reduce(reduce_op, inputs):
+    """``tl.reduce`` of braze's combine helpers, vectorized: halves of the block are
+    combined pairwise until one element is left (the interpreter's own fallback calls
+    the combine function once per element, in Python)."""
+    axis = reduce_op.axis
+    arrays = [t.handle.data for t in inputs]
+    dtypes = [t.dtype for t in inputs]
+    if axis is None:
+        arrays, axis = [a.reshape(-1) for a in arrays], 0
+    while arrays[0].shape[axis] > 1:
+        n = arrays[0].shape[axis]
+        half = n // 2
+        first = [reduce_op.to_tensor(np.take(a, range(half), axis), d) for a, d in zip(arrays, dtypes)]
+        second = [reduce_op.to_tensor(np.take(a, range(half, 2 * half), axis), d) for a, d in zip(arrays, dtypes)]
+        out = reduce_op.combine_fn.fn(*first, *second)
+        out = out if isinstance(out, tuple) else (out,)
+        merged = [np.asarray(o.handle.data).reshape(f.handle.data.shape) for o, f in zip(out, first)]
+        if n % 2:
+            merged = [np.concatenate([m, np.take(a, [n - 1], axis)], axis) for m, a in zip(merged, arrays)]
+        arrays = [m.astype(a.dtype, copy=False) for m, a in zip(merged, arrays)]
+    results = []
+    for a, d in zip(arrays, dtypes):
+        if not reduce_op.keep_dims:
+            a = np.squeeze(a, axis) if reduce_op.axis is not None else a.reshape(())
+        results.append(reduce_op.to_tensor(a, d))
+    return results
+
+
+def _cast_to_bf16(builder_cls):
+    """Round to bfloat16 to nearest even, as the GPU's ``cvt.rn.bf16`` does (the
+    interpreter truncates float32 and reinterprets float64 as integers)."""
+    from triton.runtime.interpreter import TensorHandle
+    original = builder_cls.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if dst_type.scalar == tl.bfloat16 and src.dtype.scalar in (tl.float32, tl.float64):
+            rounded = torch.from_numpy(np.array(src.data)).to(torch.bfloat16).view(torch.int16)
+            return TensorHandle(rounded.numpy().view(np.uint16), dst_type.scalar)
+        return original(self, src, dst_type)
+    builder_cls.cast_impl = cast_impl
+
+
+def install() -> None:
+    """Once per process: route ``tl.reduce`` calls whose combine function is a braze
+    helper through ``_tree_reduce`` (other Triton code keeps the interpreter's own
+    path), and round float32 to bfloat16 as GPUs do."""
+    from triton.runtime import interpreter
+    ops = interpreter.ReduceOps
+    if getattr(ops, "_braze_fast", False):
+        return
+    original = ops.generic_reduce
+
+    def generic_reduce(self, input):
+        module = getattr(getattr(self.combine_fn, "fn", None), "__module__", "") or ""
+        if module.startswith("braze_triton_"):
+            return _tree_reduce(self, input)
+        return original(self, input)
+    ops.generic_reduce = generic_reduce
+    ops._braze_fast = True
+    _cast_to_bf16(interpreter.InterpreterBuilder)

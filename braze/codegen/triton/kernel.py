@@ -1,0 +1,355 @@
+"""Triton source for one kernel plan.
+
+Takes: a ``KernelPlan`` (``braze.fuse.kernel``) and its ``Shape``
+(``braze.codegen.triton.shapes``). Gives: ``TritonKernel``: the text of the
+``@triton.jit`` function(s) under a given name, the helpers they call, and the
+order of their buffer parameters (read-only buffers ``in0, in1, ...``, then
+written ones ``out0, ...``, then workspaces ``ws0, ...`` of a split kernel).
+
+The text depends on nothing but the plan's loops, expressions and dtypes: two
+plans that compute the same thing give the same text (deduplicated by the
+backend). Sizes are literals (shapes are static); block sizes are constexpr
+parameters, so a launch configuration never changes the source.
+
+Inside a kernel, each loop variable (``x0``, ``r1``, ...) is derived from the
+flat block index of its axis (``xindex``, ``yindex``, ``rindex``); values are
+tensors over the block axes they depend on. Even levels of a reduction kernel
+(epilogues) are ``[XBLOCK, 1]`` tensors (``[1, XBLOCK]`` for column kernels).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from braze.codegen.triton.exprs import Printer, Term, convert, full
+from braze.codegen.triton.helpers import is_helper
+from braze.codegen.triton.reduce import accumulator_for
+from braze.codegen.triton.shapes import Shape
+from braze.fuse.kernel import KernelPlan
+
+MASKS = {"x": "xmask", "y": "ymask", "r": "rmask"}
+
+
+class TritonKernel:
+    def __init__(self, plan: KernelPlan, shape: Shape):
+        self.plan, self.shape = plan, shape
+        self.index_type = "tl.int64" if shape.wide else "tl.int32"
+        reads = [b for b in plan.reads if b not in plan.writes]
+        self.params = {b: f"in{k}" for k, b in enumerate(reads)}
+        self.params.update({b: f"out{k}" for k, b in enumerate(plan.writes)})
+        self.buffers = reads + list(plan.writes)
+        self.helpers: set = set()
+        self.extents = plan.extents
+        self.counter = itertools.count()
+        self.names: dict = {}
+        self.values: dict = {}
+        self.accs: dict = {}  # member name -> Accumulator
+        self.workspaces: list = []  # split: (param, torch dtype, neutral) per partial field
+        self.lines: list = []
+        self.block_axes = ("x",)
+        self.sources: list = []
+        self.constexprs: list = []  # per function: its constexpr parameters
+
+    # ------------------------------------------------------------------ interface
+
+    def source(self, name: str) -> str:
+        """The kernel's function(s), named ``name`` (``name_finish`` for a split's second)."""
+        self.sources, self.constexprs = [], []
+        getattr(self, f"_{self.shape.name}")(name)
+        return "\n\n".join(self.sources)
+
+    def mask_for(self, axes) -> str:
+        return " & ".join(MASKS[a] for a in sorted(axes))
+
+    # ------------------------------------------------------------------ pieces
+
+    def _begin(self, name: str, constexprs, workspaces: bool = False) -> None:
+        params = [self.params[b] for b in self.buffers]
+        if workspaces:
+            params += [w[0] for w in self.workspaces]
+        params += [f"{c}: tl.constexpr" for c in constexprs]
+        self.lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
+        self.constexprs.append(list(constexprs))
+        self.counter = itertools.count()
+        self.names, self.values = {}, {}
+
+    def _end(self) -> None:
+        self.sources.append("\n".join(self.lines))
+
+    def _emit(self, indent: str, text: str) -> None:
+        self.lines.append(indent + text)
+
+    def _printer(self, indent: str) -> Printer:
+        return Printer(self, self.lines, indent)
+
+    def _pid(self, axis: int = 0) -> str:
+        pid = f"tl.program_id({axis})"
+        return f"{pid}.to(tl.int64)" if self.shape.wide else pid
+
+    def _flat_index(self, axis: str, block: str, offset: str, layout: str, indent: str = "    ") -> None:
+        """``{axis}index``, the block's flat positions along one axis, and its mask."""
+        self._emit(indent, f"{axis}index = {offset} + tl.arange(0, {block}){layout}")
+        self._emit(indent, f"{axis}mask = {axis}index < {axis}numel")
+
+    def _define_vars(self, loop_vars, axis: str, indent: str = "    ") -> None:
+        """Each loop variable from the flat index of its axis (outermost first)."""
+        suffix = math.prod(v.size for v in loop_vars)
+        for k, v in enumerate(loop_vars):
+            suffix //= v.size
+            text = f"{axis}index"
+            if suffix > 1:
+                text = f"{text} // {suffix}"
+            if k > 0:
+                text = f"{text} % {v.size}"
+            self._emit(indent, f"{v.name} = {text}")
+            self.names[v] = Term(v.name, frozenset(axis))
+
+    def _members_at(self, level: int) -> list:
+        return [m for m in self.plan.members if m.level == level]
+
+    def _store(self, member, value: Term, printer: Printer, indent: str, axes) -> None:
+        """Store ``value`` (the member's in-kernel value) at the member's position."""
+        if member.store is None:
+            return
+        pos = printer(member.store)
+        text = printer.tensor(value, member.value_dtype)
+        if member.value_dtype != member.node.dtype:
+            text = convert(f"({text})" if " " in text else text, member.value_dtype, member.node.dtype)
+        pointer = f"{self.params[member.target]} + {pos.text if pos.precedence >= 3 else f'({pos.text})'}"
+        pointer_axes = pos.axes
+        if not value.axes <= pos.axes:  # a position that ignores an axis the value varies along
+            pointer = f"tl.broadcast_to({pointer}, {self._block_shape(axes)})"
+            pointer_axes = frozenset(axes)
+        mask = self.mask_for(pointer_axes)
+        self._emit(indent, f"tl.store({pointer}, {text}{', ' + mask if mask else ''})")
+
+    def _block_shape(self, axes) -> str:
+        order = self.block_axes
+        return "[" + ", ".join(f"{a.upper()}BLOCK" if a in axes else "1" for a in order) + "]"
+
+    def _compute(self, members, printer: Printer, indent: str, axes, store: bool = True) -> None:
+        for m in members:
+            if m.reduce_op is not None:
+                continue
+            value = printer(m.value)
+            self.values[m.name] = value
+            if store:
+                self._store(m, value, printer, indent, axes)
+
+    # ------------------------------------------------------------------ pointwise shapes
+
+    def _pointwise(self, name: str) -> None:
+        plan = self.plan
+        self._begin(name, ["XBLOCK"])
+        self._emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", "")
+        self._define_vars(plan.outer, "x")
+        self.block_axes = ("x",)
+        self._compute(plan.members, self._printer("    "), "    ", {"x"})
+        self._end()
+
+    def _tiled(self, name: str) -> None:
+        plan, split = self.plan, self.shape.tile_split
+        ynumel = math.prod(v.size for v in plan.outer[:split])
+        xnumel = math.prod(v.size for v in plan.outer[split:])
+        self._begin(name, ["YBLOCK", "XBLOCK"])
+        self._emit("    ", f"ynumel: tl.constexpr = {ynumel}")
+        self._emit("    ", f"xnumel: tl.constexpr = {xnumel}")
+        self._emit("    ", "xtiles = (xnumel + XBLOCK - 1) // XBLOCK")
+        self._emit("    ", f"pid = {self._pid()}")
+        self._flat_index("y", "YBLOCK", "pid // xtiles * YBLOCK", "[:, None]")
+        self._flat_index("x", "XBLOCK", "pid % xtiles * XBLOCK", "[None, :]")
+        self._define_vars(plan.outer[:split], "y")
+        self._define_vars(plan.outer[split:], "x")
+        self.block_axes = ("y", "x")
+        self._compute(plan.members, self._printer("    "), "    ", {"y", "x"})
+        self._end()
+
+    # ------------------------------------------------------------------ reduction shapes
+
+    def _reduction_head(self, name: str, constexprs) -> None:
+        plan = self.plan
+        column = self.shape.orientation == "column"
+        self._begin(name, constexprs)
+        self._emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        self._emit("    ", f"rnumel: tl.constexpr = {plan.reduce_numel()}")
+        layout_x, layout_r = ("[None, :]", "[:, None]") if column else ("[:, None]", "[None, :]")
+        self.block_axes = ("r", "x") if column else ("x", "r")
+        self.reduce_axis = 0 if column else 1
+        self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", layout_x)
+        self._emit("    ", f"rbase = tl.arange(0, RBLOCK){layout_r}")
+        self._define_vars(plan.outer, "x")
+
+    def _r_index(self, offset: str, indent: str) -> None:
+        self._emit(indent, f"rindex = {offset}rbase")
+        self._emit(indent, "rmask = rindex < rnumel")
+        self._define_vars(self.plan.reduce, "r", indent)
+
+    def _row(self, name: str) -> None:
+        """Whole rows in registers: each level once, loads shared between levels."""
+        self._reduction_head(name, ["XBLOCK", "RBLOCK"])
+        self._r_index("", "    ")
+        printer = self._printer("    ")
+        for level in self.plan.levels:
+            members = self._members_at(level)
+            if level % 2 == 0:
+                self._compute(members, printer, "    ", {"x"})
+                continue
+            self._compute(members, printer, "    ", {"x", "r"})
+            for acc, owners in self._accumulators(members):
+                elements = self._elements(acc, owners[0], printer)
+                self._finish(acc, owners, self._reduce(acc, elements, printer.indent), printer)
+        self._end()
+
+    def _row_loop(self, name: str) -> None:
+        self._reduction_head(name, ["XBLOCK", "RBLOCK"])
+        self._levels_looped("range(0, rnumel, RBLOCK)")
+        self._end()
+
+    def _column(self, name: str) -> None:
+        """The loop of ``row_loop`` over ``[RBLOCK, XBLOCK]`` tiles, reduced along axis 0."""
+        self._row_loop(name)
+
+    def _levels_looped(self, loop: str, outer_stores: bool = True, final: bool = True,
+                       offset: str = "roffset + ") -> list:
+        """Each odd level a loop over ``RBLOCK`` chunks; returns the partial fields. Not
+        ``final`` (a split's first kernel): only the levels up to the first loop."""
+        partials = []
+        for level in self.plan.levels:
+            if not final and level > 1:
+                break
+            members = self._members_at(level)
+            if level % 2 == 0:
+                self._compute(members, self._printer("    "), "    ", {"x"}, store=outer_stores)
+                continue
+            accs = self._accumulators(members, wide=True)
+            for acc, _ in accs:
+                for field_name, f in zip(acc.field_names(), acc.fields()):
+                    shape = self._block_shape({"x", "r"})
+                    self._emit("    ", f"{field_name} = {full(f.neutral, f.dtype, shape)}")
+            self._emit("    ", f"for roffset in {loop}:")
+            self._r_index(offset, "        ")
+            printer = self._printer("        ")
+            self._compute(members, printer, "        ", {"x", "r"})
+            for acc, owners in accs:
+                self._accumulate(acc, self._elements(acc, owners[0], printer), "        ")
+            for acc, owners in accs:
+                fields = self._reduce(acc, acc.field_names(), "    ")
+                partials.append((acc, owners, fields))
+                if final:
+                    self._finish(acc, owners, fields, self._printer("    "))
+        return partials
+
+    # ------------------------------------------------------------------ split
+
+    def _split(self, name: str) -> None:
+        self._reduction_head(name, ["XBLOCK", "RBLOCK", "RCHUNK"])
+        self._emit("    ", f"rstart = {self._pid(1)} * RCHUNK")
+        self.workspaces = []
+        partials = self._levels_looped("range(0, RCHUNK, RBLOCK)", outer_stores=False, final=False,
+                                       offset="rstart + roffset + ")
+        for acc, owners, fields in partials:
+            for text, f in zip(fields, acc.fields()):
+                param = f"ws{len(self.workspaces)}"
+                self.workspaces.append((param, f.dtype, f.neutral))
+                self._emit("    ", f"tl.store({param} + ({self._pid(1)} * xnumel + xindex), {text}, xmask)")
+        head = self.lines[1]  # the workspaces are known now: add them to the parameters
+        params = [self.params[b] for b in self.buffers] + [w[0] for w in self.workspaces]
+        self.lines[1] = head[:head.index("(") + 1] + ", ".join(params) + head[head.index(", XBLOCK"):]
+        self._end()
+        self._split_finish(f"{name}_finish", partials)
+
+    def _split_finish(self, name: str, partials: list) -> None:
+        """Merge the partials of each outer element in order, then the epilogues."""
+        plan = self.plan
+        self._begin(name, ["XBLOCK", "SBLOCK", "RSPLIT"], workspaces=True)
+        self._emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        self.block_axes, self.reduce_axis = ("x", "r"), 1
+        self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", "[:, None]")
+        self._emit("    ", "sindex = tl.arange(0, SBLOCK)[None, :]")
+        self._define_vars(plan.outer, "x")
+        printer = self._printer("    ")
+        workspaces = iter(self.workspaces)
+        for level in plan.levels:
+            if level % 2 == 0:
+                self._compute(self._members_at(level), printer, "    ", {"x"})
+                continue
+            for acc, owners, _ in partials:
+                loaded = []
+                for f in acc.fields():
+                    param = next(workspaces)[0]
+                    name_ = f"partial{next(self.counter)}"
+                    self._emit("    ", f"{name_} = tl.load({param} + (sindex * xnumel + xindex), "
+                                       f"xmask & (sindex < RSPLIT), other={f.neutral})")
+                    loaded.append(name_)
+                self._finish(acc, owners, self._reduce(acc, loaded, "    "), printer)
+        self._end()
+
+    # ------------------------------------------------------------------ accumulators
+
+    def _accumulators(self, members, wide: bool = False) -> list:
+        """(Accumulator, its members) for the reductions of one level; members folding the
+        same value in the same way share one (mean and m2 of a variance)."""
+        unique: dict = {}
+        for m in members:
+            if m.reduce_op is None:
+                continue
+            acc = accumulator_for(m, "", wide)
+            key = (acc.family, id(m.value))
+            if key not in unique:
+                acc.name = f"acc{len(self.accs)}"
+                unique[key] = (acc, [])
+            unique[key][1].append(m)
+            self.accs[m.name] = unique[key][0]
+        return list(unique.values())
+
+    def _elements(self, acc, member, printer: Printer) -> list:
+        """The fields of each lane's element, neutral where the lane is outside the row."""
+        value = printer(member.value)
+        index = printer(member.reduce_index) if member.reduce_index is not None else None
+        value_text = printer.tensor(value, member.value.dtype)
+        index_text = f"({index.text})" if index is not None else None
+        shape = self._block_shape({"x", "r"})
+        texts = acc.element(value_text, index_text)
+        constants = acc.constant_fields("rmask", shape)
+        axes = [value.axes, index.axes if index is not None else frozenset()]
+        out = []
+        for k, (text, f) in enumerate(zip(texts, acc.fields())):
+            if text is None:
+                out.append(constants[k])
+                continue
+            masked = f"tl.where(rmask, {text}, {f.neutral})"
+            if axes[k] | {"r"} != {"x", "r"}:  # e.g. a value that is the same along the row
+                masked = f"tl.broadcast_to({masked}, {shape})"
+            out.append(masked)
+        return out
+
+    def _accumulate(self, acc, elements: list, indent: str) -> None:
+        names = acc.field_names()
+        if acc.family == "sum":
+            self._emit(indent, f"{names[0]} = {names[0]} + {elements[0]}")
+            return
+        self._use(acc.combine)
+        self._emit(indent, f"{', '.join(names)} = {acc.combine}({', '.join(names + elements)})")
+
+    def _reduce(self, acc, fields: list, indent: str) -> list:
+        """Fold ``fields`` along the reduce axis; returns the names of the results."""
+        axis = self.reduce_axis
+        outs = [f"tmp{next(self.counter)}" for _ in fields]
+        self._use(acc.combine)
+        args = fields[0] if len(fields) == 1 else f"({', '.join(fields)})"
+        self.lines.append(f"{indent}{', '.join(outs)} = tl.reduce({args}, {axis}, {acc.combine}, keep_dims=True)")
+        return outs
+
+    def _finish(self, acc, owners, fields: list, printer: Printer) -> None:
+        """Bind each member's result and store it."""
+        for m in owners:
+            result = Term(acc.result(m.reduce_op, fields), frozenset("x"))
+            if result.text not in fields:
+                result = printer.temp(result.text, result.axes)
+            self.values[m.name] = result
+            self._store(m, result, printer, printer.indent, {"x"})
+
+    def _use(self, helper: str) -> None:
+        if is_helper(helper):
+            self.helpers.add(helper)

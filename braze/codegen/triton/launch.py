@@ -1,0 +1,107 @@
+"""Launchers: the Python function the wrapper calls for each kernel.
+
+Takes: a kernel plan's buffers, the names of its compiled kernel(s), their
+constexprs, warps and grids (all fixed at compile time). Gives: the text of
+one small function per plan, ``kernelN(buf0, buf3, ...)``, and
+``make_launchers``, which executes that text with the objects it names.
+
+On a GPU the launcher calls the compiled binary directly (no argument binding,
+no specialization, no cache lookups): one alignment check, the current
+stream, one launch (on an H100: 4.7 us of host time per launch, against
+12-18 us through Triton's ``fn[grid](...)``). A tensor whose data pointer is not 16-byte aligned (a view
+with an odd offset) takes Triton's own launch path, which specializes for it.
+Under the interpreter the launcher calls the kernel through ``fn[grid](...)``.
+A split reduction allocates its workspaces and launches two kernels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Launch:
+    """One kernel launch inside a launcher."""
+    fn: str  # the kernel function's name
+    args: list  # argument names, buffers first
+    constexprs: dict
+    num_warps: int
+    grid: tuple
+    compiled: object = None  # Triton CompiledKernel (GPU), else None
+    alias: str = ""  # the name its objects get in the launchers' namespace (default: fn)
+
+    @property
+    def ref(self) -> str:
+        return self.alias or self.fn
+
+
+@dataclass
+class LauncherSpec:
+    name: str  # the plan's name: the function the wrapper calls
+    buffers: list  # wrapper buffer names, in kernel parameter order
+    launches: list  # Launch, in order
+    workspaces: list = field(default_factory=list)  # (name, torch dtype, numel)
+    comment: str = ""
+
+
+def launcher_text(spec: LauncherSpec, gpu: bool) -> str:
+    lines = [f"def {spec.name}({', '.join(spec.buffers)}):"]
+    if spec.comment:
+        lines.append(f'    """{spec.comment}"""')
+    for name, dtype, numel in spec.workspaces:
+        lines.append(f"    {name} = torch.empty({numel}, dtype={dtype}, device=_device)")
+    if gpu:
+        check = " | ".join(f"{b}.data_ptr()" for b in spec.buffers) or "0"
+        lines.append(f"    if ({check}) % 16:  # an unaligned view: Triton's own launch specializes for it")
+        lines += ["    " + _jit_call(launch, indent="    ") for launch in spec.launches]
+        lines.append("        return")
+        lines += ["    " + _direct_call(launch, k) for k, launch in enumerate(spec.launches)]
+    else:
+        lines += ["    " + _jit_call(launch) for launch in spec.launches]
+    return "\n".join(lines)
+
+
+def _jit_call(launch: Launch, indent: str = "") -> str:
+    consts = "".join(f", {k}={v}" for k, v in launch.constexprs.items())
+    return f"{indent}{launch.ref}[{launch.grid}]({', '.join(launch.args)}{consts}, num_warps={launch.num_warps})"
+
+
+def _direct_call(launch: Launch, k: int) -> str:
+    g = launch.grid
+    args = ", ".join(launch.args + [str(v) for v in launch.constexprs.values()])
+    flags = _launch_flags(launch.compiled)[1]
+    extra = "".join(f"{flag}, " for flag in flags)
+    return (f"{launch.ref}_run({g[0]}, {g[1]}, {g[2]}, _stream(_device_index), {launch.ref}_function, {extra}"
+            f"{launch.ref}_metadata, None, None, None, {args})")
+
+
+def _launch_flags(compiled) -> tuple:
+    """(the callable to launch with, its arguments between the function and the metadata).
+    Triton's launcher object allocates scratch memory when a kernel needs some, then
+    calls its C ``launch``; a kernel that needs none goes to ``launch`` directly."""
+    runner = compiled.run
+    direct = getattr(runner, "launch", None)
+    needs_scratch = getattr(runner, "global_scratch_size", 1) or getattr(runner, "profile_scratch_size", 1)
+    if direct is None or needs_scratch or not hasattr(runner, "launch_pdl"):
+        return runner, []
+    return direct, [repr(bool(runner.launch_cooperative_grid)), repr(bool(runner.launch_pdl)), "None", "None"]
+
+
+def make_launchers(specs: list, modules: dict, device, gpu: bool) -> tuple:
+    """(source text of every launcher, {plan name: launcher function})."""
+    env = {"torch": torch, "_device": device}
+    if gpu:
+        env["_stream"] = torch._C._cuda_getCurrentRawStream
+        env["_device_index"] = device.index or 0
+    for spec in specs:
+        for launch in spec.launches:
+            env[launch.ref] = getattr(modules[launch.fn], launch.fn)
+            if gpu:
+                env[f"{launch.ref}_run"] = _launch_flags(launch.compiled)[0]
+                env[f"{launch.ref}_function"] = launch.compiled.function
+                env[f"{launch.ref}_metadata"] = launch.compiled.packed_metadata
+    text = "\n\n\n".join(launcher_text(spec, gpu) for spec in specs) + "\n"
+    namespace: dict = {}
+    exec(compile(text, "<braze triton launchers>", "exec"), env, namespace)
+    return text, {spec.name: namespace[spec.name] for spec in specs}

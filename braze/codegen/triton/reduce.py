@@ -1,0 +1,131 @@
+"""Reduction accumulators for the Triton backend.
+
+Takes: a reduction member of a kernel plan. Gives: ``Accumulator``: the fields
+of its partial result (one tensor each), their dtypes and neutral values, the
+fields of a single element, the helper that merges two partials (used both
+element-wise, for the per-lane accumulators of a reduction loop, and by
+``tl.reduce`` across a block), and which field holds each member's result.
+
+Numerics follow the C++ backend: in reduction loops (one accumulator per lane,
+a long sequential chain each) float32 sums and moments accumulate in float64,
+as C++ does; a block's own tree reduction stays in float32. float32 products are
+always folded in float64. max/min propagate NaN; argmax/argmin return
+the first index of the extreme value (NaN counts as the extreme); variance is
+Welford's, partials merged with Chan's formula; any/all and the max/min of
+booleans are folded as int8.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from braze.codegen.triton.exprs import TL_TYPES, literal
+from braze.ir import dtypes
+from braze.ir.graph import ReduceOp
+
+FAMILY = {
+    ReduceOp.SUM: "sum", ReduceOp.PROD: "prod", ReduceOp.MAX: "max", ReduceOp.MIN: "min",
+    ReduceOp.ANY: "any", ReduceOp.ALL: "all", ReduceOp.ARGMAX: "argmax", ReduceOp.ARGMIN: "argmin",
+    ReduceOp.WELFORD_MEAN: "welford", ReduceOp.WELFORD_M2: "welford",
+}
+BOOL_FAMILY = {"max": "any", "sum": "any", "min": "all", "prod": "all"}
+COMBINE = {"sum": "add", "prod": "multiply", "max": "maximum_nan", "min": "minimum_nan",
+           "any": "maximum_nan", "all": "minimum_nan", "argmax": "argmax_combine",
+           "argmin": "argmin_combine", "welford": "welford_combine"}
+RESULT_FIELD = {ReduceOp.ARGMAX: "index", ReduceOp.ARGMIN: "index", ReduceOp.WELFORD_MEAN: "mean",
+                ReduceOp.WELFORD_M2: "m2"}
+INDEX_MAX = str(2 ** 63 - 1)
+
+
+@dataclass
+class Field:
+    suffix: str
+    dtype: object  # torch dtype
+    neutral: str  # Triton text of the neutral value
+
+    @property
+    def tl(self) -> str:
+        return TL_TYPES[self.dtype]
+
+
+@dataclass
+class Accumulator:
+    name: str
+    family: str
+    dtype: object  # dtype of the values folded in
+    wide: bool = False  # float32 sums and moments kept in float64 (long sequential chains)
+
+    @property
+    def acc_dtype(self):
+        """float64 for float32 products (a tree of partial products must not overflow
+        where eager's running product does not), and for float32 sums and moments
+        folded in loops."""
+        if self.dtype is torch.float32 and (self.family == "prod" or self.wide and self.family in ("sum", "welford")):
+            return torch.float64
+        return self.dtype
+
+    @property
+    def combine(self) -> str:
+        """The helper merging two partials, field by field."""
+        return COMBINE[self.family]
+
+    def fields(self) -> list:
+        d, f = self.acc_dtype, self.family
+        if f == "welford":
+            zero = literal(0.0, d)
+            return [Field("mean", d, zero), Field("m2", d, zero), Field("weight", d, zero)]
+        if f in ("argmax", "argmin"):
+            return [Field("value", d, _extreme(d, lowest=f == "argmax")), Field("index", torch.int64, INDEX_MAX)]
+        if f in ("any", "all"):
+            return [Field("", torch.int8, "0" if f == "any" else "1")]
+        neutral = {"sum": lambda: literal(0, d), "prod": lambda: literal(1, d),
+                   "max": lambda: _extreme(d, lowest=True), "min": lambda: _extreme(d, lowest=False)}[f]()
+        return [Field("", d, neutral)]
+
+    def field_names(self) -> list:
+        return [self.name + (f"_{x.suffix}" if x.suffix else "") for x in self.fields()]
+
+    def element(self, value: str, index: str | None) -> list:
+        """The fields of a partial holding one element (``value``, at flat ``index``);
+        None for a field that is a constant (see ``constant_fields``)."""
+        f = self.family
+        if self.acc_dtype != self.dtype:
+            value = f"{value}.to({TL_TYPES[self.acc_dtype]})"
+        if f == "welford":
+            return [value, None, None]
+        if f in ("argmax", "argmin"):
+            return [value, f"{index}.to(tl.int64)"]
+        if f in ("any", "all"):
+            return [f"{value}.to(tl.int8)"]
+        return [value]
+
+    def constant_fields(self, mask: str, shape: str) -> list:
+        """Welford's m2 and weight of one element: 0, and 1 where ``mask`` (else 0)."""
+        t = TL_TYPES[self.acc_dtype]
+        return [None, f"tl.full({shape}, 0.0, {t})", f"tl.broadcast_to({mask}.to({t}), {shape})"]
+
+    def result(self, op: ReduceOp, fields: list) -> str:
+        """The member's result, from the texts of the final fields."""
+        names = [x.suffix for x in self.fields()]
+        text = fields[names.index(RESULT_FIELD.get(op, ""))]
+        if self.family in ("any", "all"):
+            return f"({text} != 0)"
+        if self.acc_dtype != self.dtype and op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+            return f"{text}.to({TL_TYPES[self.dtype]})"
+        return text
+
+
+def _extreme(dtype, lowest: bool) -> str:
+    if dtypes.is_float(dtype):
+        return 'float("-inf")' if lowest else 'float("inf")'
+    info = torch.iinfo(dtype)
+    return str(info.min if lowest else info.max)
+
+
+def accumulator_for(member, name: str, wide: bool = False) -> Accumulator:
+    family = FAMILY[member.reduce_op]
+    dtype = member.value.dtype
+    if dtype is torch.bool:
+        family = BOOL_FAMILY.get(family, family)
+    return Accumulator(name, family, dtype, wide)

@@ -1,0 +1,235 @@
+"""Kernel shapes and their launch parameters, in closed form.
+
+Takes: a ``KernelPlan`` and the device's properties (``DeviceInfo``). Gives:
+``Shape``: which kernel shape the plan gets, the block sizes (constexprs), the
+number of warps and the grid, all computed once at compile time.
+
+Shapes:
+- ``pointwise``: 1-D blocks over the flattened outer loops.
+- ``tiled``: 2-D ``[YBLOCK, XBLOCK]`` tiles when a load (or a second store) is
+  contiguous along another loop than the primary store (transpose, permute,
+  channels-last): both sides read or write whole rows of the tile.
+- ``row``: a reduction whose rows fit in registers (``RBLOCK >= rnumel``):
+  each level is computed once, loads shared between levels.
+- ``row_loop``: long rows: each reduce level loops over ``RBLOCK`` chunks with
+  one accumulator per lane, merged at the end of the loop.
+- ``column``: the reduced loop is strided and the innermost outer loop is
+  contiguous (``x.sum(0)``): tiles ``[RBLOCK, XBLOCK]`` reduced along axis 0.
+- ``split``: few outer elements and long rows (a full sum): ``RSPLIT``
+  programs per outer block each reduce one chunk into a workspace, a second
+  kernel merges the partials in order (deterministic) and runs the epilogue.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+from braze.fuse.legality import INNER, REDUCTION
+from braze.ir import simplify as S
+from braze.ir.expr import Op, free_vars, walk
+
+PERSISTENT_MAX = 2048  # longest row kept in registers
+LOOP_RBLOCK = 2048  # chunk of a reduction loop
+SPLIT_MIN_REDUCE = 1 << 14  # rows shorter than this are never split
+WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What launch parameters are computed from. ``sm_count`` decides shapes (the same
+    on a GPU and under the interpreter); the rest sizes blocks: how many programs fill
+    the device, and the most elements a block of a reduction or a pointwise kernel holds."""
+    name: str
+    sm_count: int
+    fill: int  # programs wanted at least
+    block_elements: int = 2048  # reductions: XBLOCK * RBLOCK at most
+    pointwise_block: int = 1024
+    loop_rows: int = 1  # rows per program of a looped reduction
+    tile: int = 64  # the side of a tile (tiled kernels) and the columns of a column reduction
+    splits: int = 0  # programs per row of a split reduction (0: from fill)
+
+
+def gpu_info(name: str, sm_count: int) -> DeviceInfo:
+    return DeviceInfo(name, sm_count, fill=2 * sm_count)
+
+
+# CPU tests (TRITON_INTERPRET=1) choose shapes as for the H100 the code is written for,
+# but with large blocks: the interpreter's cost is per program and per operation, not
+# per element (a kernel is the same text whatever its block sizes).
+INTERPRETER = DeviceInfo("interpreter (H100 shapes)", 132, fill=1, block_elements=1 << 15,
+                         pointwise_block=1 << 14, loop_rows=64, tile=1024, splits=8)
+
+
+@functools.lru_cache(maxsize=None)
+def device_info(device) -> DeviceInfo:
+    if getattr(device, "type", "cpu") != "cuda":
+        return INTERPRETER
+    import torch
+    props = torch.cuda.get_device_properties(device)
+    return gpu_info(props.name, props.multi_processor_count)
+
+
+@dataclass
+class Shape:
+    name: str
+    blocks: dict  # constexpr name -> value
+    num_warps: int
+    grid: tuple
+    orientation: str = "row"  # reductions: "row" ([XBLOCK, RBLOCK]) or "column" ([RBLOCK, XBLOCK])
+    tile_split: int = 0  # tiled: how many outer loops form the Y axis
+    finish: dict = field(default_factory=dict)  # split: the second kernel's blocks, warps, grid
+    wide: bool = False  # int64 index math
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def choose(plan, device: DeviceInfo) -> Shape:
+    if not plan.reduce:
+        split = _tile_split(plan)
+        shape = _tiled(plan, split, device) if split else _pointwise(plan, device)
+    else:
+        shape = _reduction(plan, device)
+    shape.wide = _needs_int64(plan, shape)
+    return shape
+
+
+def _needs_int64(plan, shape: Shape) -> bool:
+    biggest = max([plan.outer_numel() * max(1, plan.reduce_numel())] + list(plan.extents.values()))
+    biggest = max(biggest, shape.blocks.get("RSPLIT", 1) * plan.outer_numel())
+    return biggest >= WIDE
+
+
+# ----------------------------------------------------------------------------- pointwise
+
+def _warps(elements: int, per_warp: int = 256, most: int = 8) -> int:
+    return max(1, min(most, next_pow2(elements) // per_warp))
+
+
+def _pointwise(plan, device: DeviceInfo) -> Shape:
+    n = plan.outer_numel()
+    block = min(device.pointwise_block, next_pow2(n))
+    while block > 128 and cdiv(n, block) < device.fill:
+        block //= 2
+    return Shape("pointwise", {"XBLOCK": block}, _warps(block, 256, 4), (cdiv(n, block), 1, 1))
+
+
+def _tile_split(plan) -> int:
+    """For a transposing kernel: the number of outer loops that form the tile's Y axis
+    (the innermost of them is contiguous for some access), else 0."""
+    outer = plan.outer
+    if len(outer) < 2:
+        return 0
+    votes = [0] * len(outer)
+    for position in _accesses(plan):
+        for j, v in enumerate(outer[:-1]):
+            if S.coefficient(position, v) == 1 and S.coefficient(position, outer[-1]) not in (None, 1):
+                votes[j] += 1
+    j = max(range(len(outer)), key=lambda k: votes[k])
+    if not votes[j]:
+        return 0
+    y = math.prod(v.size for v in outer[:j + 1])
+    x = math.prod(v.size for v in outer[j + 1:])
+    return j + 1 if min(x, outer[j].size) >= 4 and y * x >= 64 else 0
+
+
+def _accesses(plan) -> list:
+    found = [m.store for m in plan.members if m.store is not None]
+    found += [e.args[0] for e in walk([m.value for m in plan.members]) if e.op is Op.LOAD]
+    return found
+
+
+def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
+    ynumel = math.prod(v.size for v in plan.outer[:split])
+    xnumel = math.prod(v.size for v in plan.outer[split:])
+    yblock, xblock = min(device.tile, next_pow2(ynumel)), min(device.tile, next_pow2(xnumel))
+    while yblock * xblock > 256 and cdiv(ynumel, yblock) * cdiv(xnumel, xblock) < device.fill:
+        if yblock >= xblock:
+            yblock //= 2
+        else:
+            xblock //= 2
+    grid = (cdiv(ynumel, yblock) * cdiv(xnumel, xblock), 1, 1)
+    return Shape("tiled", {"YBLOCK": yblock, "XBLOCK": xblock}, _warps(yblock * xblock, 512, 4), grid,
+                 tile_split=split)
+
+
+# ----------------------------------------------------------------------------- reductions
+
+def _reduction(plan, device: DeviceInfo) -> Shape:
+    xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
+    orientation = "column" if plan.outer and _columnar(plan) else "row"
+    if _splittable(plan) and rnumel >= SPLIT_MIN_REDUCE and xnumel < device.sm_count // 2:
+        return _split(plan, orientation, device)
+    if orientation == "column":
+        return _column(xnumel, rnumel, device)
+    if next_pow2(rnumel) <= PERSISTENT_MAX:
+        return _row(xnumel, rnumel, device)
+    xblock = min(next_pow2(xnumel), device.loop_rows)
+    rblock = LOOP_RBLOCK if rnumel >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2
+    rblock = max(rblock, min(next_pow2(rnumel), device.block_elements // xblock))
+    return Shape("row_loop", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(rblock), (cdiv(xnumel, xblock), 1, 1))
+
+
+def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
+    rblock = next_pow2(rnumel)
+    xblock = min(next_pow2(xnumel), max(1, device.block_elements // rblock))
+    while xblock > 1 and cdiv(xnumel, xblock) < device.fill:
+        xblock //= 2
+    return Shape("row", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
+                 (cdiv(xnumel, xblock), 1, 1))
+
+
+def _column(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
+    xblock = min(device.tile, next_pow2(xnumel))
+    while xblock > 16 and cdiv(xnumel, xblock) < device.fill:
+        xblock //= 2
+    rblock = min(next_pow2(rnumel), max(1, device.block_elements // xblock))
+    return Shape("column", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
+                 (cdiv(xnumel, xblock), 1, 1), orientation="column")
+
+
+def _columnar(plan) -> bool:
+    """Do the reductions read along the innermost outer loop rather than the reduce one?"""
+    x_in, r_in = plan.outer[-1], plan.reduce[-1]
+    if x_in.size < 4:
+        return False
+    votes = 0
+    for e in walk(plan.expressions()):
+        if e.op is Op.LOAD and r_in in free_vars(e.args[0]):
+            kx, kr = S.coefficient(e.args[0], x_in), S.coefficient(e.args[0], r_in)
+            if kx == 1 and kr not in (None, 1):
+                votes += 1
+            elif kr == 1:
+                votes -= 1
+    return votes > 0
+
+
+def _splittable(plan) -> bool:
+    """One reduce level (1), epilogues before (0) and after (2) it."""
+    for m in plan.members:
+        if m.role == REDUCTION and m.level != 1 or m.level > 2 or m.role == INNER and m.level != 1:
+            return False
+    return True
+
+
+def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
+    xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
+    xblock = min(next_pow2(xnumel), 64 if orientation == "column" else 8)
+    rblock = max(16, min(device.block_elements // 2, 2048) // xblock)
+    xblocks = cdiv(xnumel, xblock)
+    wanted = device.splits or cdiv(device.fill, xblocks)
+    splits = max(2, min(wanted, cdiv(rnumel, rblock), 1024))
+    chunk = cdiv(cdiv(rnumel, splits), rblock) * rblock
+    splits = cdiv(rnumel, chunk)
+    sblock = next_pow2(splits)
+    fblock = max(1, min(next_pow2(xnumel), 4096 // sblock))
+    finish = {"blocks": {"XBLOCK": fblock, "SBLOCK": sblock}, "num_warps": _warps(fblock * sblock),
+              "grid": (cdiv(xnumel, fblock), 1, 1)}
+    blocks = {"XBLOCK": xblock, "RBLOCK": rblock, "RSPLIT": splits, "RCHUNK": chunk}
+    return Shape("split", blocks, _warps(xblock * rblock), (xblocks, splits, 1), orientation, finish=finish)

@@ -1,0 +1,101 @@
+"""Tier 4: the Triton backend on a CUDA GPU (skipped where there is none).
+
+Every kernel shape on CUDA tensors against eager CUDA, the unaligned-view launch
+path, autotuning, and a warm cache that runs no compiler. The whole of
+``test_numerics.py`` also runs on a GPU when its tensors are made there
+(``torch.set_default_device("cuda")`` in a pytest plugin).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+import torch.utils._pytree as pytree
+
+import braze
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+CUDA = "cuda"
+
+
+def randn(*shape, **kwargs):
+    return torch.randn(*shape, device=CUDA, **kwargs)
+
+
+def check_gpu(expected_shapes, fn, *args, rtol=1e-5, atol=1e-5):
+    report = braze.explain(fn, *args)
+    assert not report.failures, report.failures
+    assert [k.shape for k in report.kernels] == expected_shapes, str(report)
+    torch._dynamo.reset()
+    actual, expected = torch.compile(fn, backend="braze")(*args), fn(*args)
+    for a, e in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected)):
+        assert a.device == e.device and a.dtype == e.dtype and a.shape == e.shape
+        if e.dtype.is_floating_point:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            assert torch.equal(a, e)
+    return report
+
+
+CASES = {
+    "pointwise": (["pointwise"], lambda x: x.sin() * 2 + 1, (33, 17)),
+    "tiled": (["tiled"], lambda x: x.t().contiguous() * 2, (480, 640)),
+    "row": (["row"], lambda x: torch.softmax(x, -1), (256, 1000)),
+    "row_loop": (["row_loop"], lambda x: F.layer_norm(x, (8192,)), (64, 8192)),
+    "column": (["column"], lambda x: x.sum(0), (4096, 512)),
+    "split": (["split"], lambda x: (x.sum(), x.amax(), x.argmax(), torch.var_mean(x)), (1 << 22,)),
+    "split_column": (["split"], lambda x: x.sum(0), (1 << 20, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_shape_on_gpu(name):
+    shapes, fn, size = CASES[name]
+    loose = name in ("column", "split", "split_column", "row_loop")
+    check_gpu(shapes, fn, randn(*size), rtol=1e-4 if loose else 1e-5, atol=1e-3 if loose else 1e-5)
+
+
+def test_channels_last_is_tiled_on_gpu():
+    x = randn(8, 64, 14, 14).to(memory_format=torch.channels_last)
+    check_gpu(["tiled"], lambda x: (x + 1).contiguous(), x)
+
+
+def test_integer_and_nan_semantics_on_gpu():
+    a = torch.randint(-100, 100, (1000, 37), device=CUDA, dtype=torch.int32)
+    check_gpu(["row"], lambda a: (a // 7, a % -3, a << 3, a >> 2, a.sum(1), a.argmax(1), a ** 2), a)
+    x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 2.0, 1.0, 2.0]], device=CUDA)
+    check_gpu(["row"], lambda x: (x.argmax(1), x.argmin(1), x.amax(1)), x)
+
+
+def test_bf16_rounds_once_to_nearest_even_on_gpu():
+    x = randn(64, 512, dtype=torch.bfloat16)
+    check_gpu(["pointwise"], lambda x: (x.float() + 1).to(torch.bfloat16), x, rtol=0, atol=0)
+
+
+def test_unaligned_view_takes_the_jit_path():
+    x = randn(1000)[1:]  # data pointer 4 bytes past an aligned one
+    check_gpu(["pointwise"], lambda x: x * 2, x)
+
+
+def test_autotuning_records_a_choice(tmp_path):
+    x = randn(4096, 1000)
+    with braze.config.patch(autotune=True, cache_dir=str(tmp_path)):
+        check_gpu(["row"], lambda x: torch.softmax(x, -1), x)
+        torch._dynamo.reset()
+        torch.compile(lambda x: torch.softmax(x, -1), backend="braze")(x)
+    assert any(p.suffix == ".json" for p in tmp_path.iterdir())
+
+
+def test_warm_cache_runs_no_compiler(tmp_path, monkeypatch):
+    """As a new process would (nothing in memory): every module and binary is read from
+    the cache, and Triton's cache gains no file (a compile would write one)."""
+    from braze.codegen.triton import build
+    fn = lambda x: ((x * 2).sum(-1), x.t().contiguous())  # noqa: E731
+    x = randn(64, 300)
+    with braze.config.patch(cache_dir=str(tmp_path)):
+        cold = braze.explain(fn, x)
+        monkeypatch.setattr(build, "_modules", {})
+        monkeypatch.setattr(build, "_compiled", {})
+        files = set((tmp_path / "triton").rglob("*"))
+        torch._dynamo.reset()
+        warm = braze.explain(fn, x)
+    assert not cold.graphs[0].cache_hit and warm.graphs[0].cache_hit
+    assert files and set((tmp_path / "triton").rglob("*")) == files

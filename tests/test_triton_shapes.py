@@ -1,0 +1,172 @@
+"""Every Triton kernel shape, chosen where it should be and computing what eager computes.
+
+Runs the Triton backend on CPU tensors through Triton's interpreter
+(``TRITON_INTERPRET=1``); sizes are small, but large enough that each shape is
+chosen: 2-D tiles for transposes, persistent and looped rows, columns, and
+reductions split across programs. Also: kernels are deduplicated by their text,
+a warm cache compiles nothing, and int64 index math is used where needed.
+"""
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import braze
+from braze.codegen.triton import shapes as triton_shapes
+from helpers import check
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.skipif(os.environ.get("BRAZE_TEST_TRITON", "1") != "1",
+                                reason="BRAZE_TEST_TRITON=0: Triton tests left out")
+
+
+@pytest.fixture(autouse=True)
+def triton_backend(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with braze.config.patch(cpu_backend="triton"):
+        yield
+
+
+def shapes_of(fn, *args):
+    report = braze.explain(fn, *args)
+    assert not report.failures, report.failures
+    assert all(k.backend == "triton" for k in report.kernels)
+    return [k.shape for k in report.kernels], report
+
+
+def assert_shape(expected, fn, *args, **check_kwargs):
+    """``fn`` compiles to kernels of the ``expected`` shapes and matches eager."""
+    found, report = shapes_of(fn, *args)
+    assert found == expected, (found, str(report))
+    check(fn, *args, **check_kwargs)
+    return report
+
+
+def test_pointwise_1d():
+    x, y = torch.randn(33, 17), torch.randn(17)
+    assert_shape(["pointwise"], lambda x, y: (x.sin() * y + 1).relu(), x, y)
+
+
+def test_tiled_transpose():
+    x = torch.randn(48, 80)
+    report = assert_shape(["tiled"], lambda x: x.t().contiguous() * 2, x)
+    assert "YBLOCK" in report.graphs[0].source
+
+
+def test_tiled_permute_3d():
+    x = torch.randn(6, 40, 24)
+    assert_shape(["tiled"], lambda x: x.permute(2, 0, 1).contiguous().exp(), x)
+
+
+def test_tiled_channels_last_to_contiguous():
+    x = torch.randn(2, 16, 6, 7).to(memory_format=torch.channels_last)
+    assert_shape(["tiled"], lambda x: (x + 1).contiguous(memory_format=torch.contiguous_format), x)
+
+
+def test_row_persistent_with_prologue_and_epilogue():
+    x = torch.randn(64, 100)
+    assert_shape(["row"], lambda x: (x.exp().sum(-1) * 2).sigmoid(), x)
+
+
+def test_row_softmax_is_one_persistent_kernel():
+    x = torch.randn(16, 1000)
+    assert_shape(["row"], lambda x: torch.softmax(x, -1), x)
+
+
+def test_row_loop_layer_norm_is_one_kernel():
+    x, w, b = torch.randn(4, 4100), torch.randn(4100), torch.randn(4100)
+    assert_shape(["row_loop"], lambda x, w, b: F.layer_norm(x, (4100,), w, b), x, w, b, atol=1e-5, rtol=1e-4)
+
+
+def test_row_loop_argmax_and_variance():
+    x = torch.randn(3, 5000)
+    x[1, 4321] = float("nan")
+    x[2, 100:300] = 7.0  # ties: the first index wins
+    found, _ = shapes_of(lambda x: (x.argmax(-1), x.var(-1)), x)
+    assert set(found) == {"row_loop"}
+    check(lambda x: (x.argmax(-1), x.argmin(-1), x.var(-1), x.amax(-1)), x, rtol=1e-4, atol=1e-5)
+
+
+def test_column_reduction_with_epilogue():
+    x, w = torch.randn(300, 64), torch.randn(64)
+    assert_shape(["column"], lambda x, w: (x.sum(0) * w).tanh(), x, w)
+
+
+def test_split_full_sum():
+    x = torch.randn(40000)
+    assert_shape(["split"], lambda x: x.sum(), x, rtol=1e-4, atol=1e-4)
+
+
+def test_split_full_reductions_of_every_kind():
+    x = torch.randn(20000, 2)
+    x[12345, 1] = float("nan")
+    found, _ = shapes_of(lambda x: (x.amax(), x.argmin(), torch.var_mean(x)), x)
+    assert set(found) == {"split"}
+    check(lambda x: (x.amax(), x.argmin(), x.argmax(), torch.var_mean(x), x.prod()), x, rtol=1e-4, atol=1e-4)
+
+
+def test_split_column_orientation_with_epilogue():
+    x = torch.randn(20000, 3)
+    assert_shape(["split"], lambda x: x.sum(0).abs().sqrt() + x.mean(0), x, rtol=1e-4, atol=1e-4)
+
+
+def test_integer_split_sum_is_exact():
+    x = torch.randint(-1000, 1000, (40000,))
+    assert_shape(["split"], lambda x: x.sum(), x)
+
+
+def _kernel_names(report) -> list:
+    return [line.split("(")[0] for g in report.graphs for line in g.source.splitlines()
+            if line.startswith("def triton_")]
+
+
+def test_equal_kernels_share_one_module():
+    """A kernel is named by its text, not by the plan: the same computation in two
+    graphs (different buffer and kernel names) is one module."""
+    x, y, b = torch.randn(33, 17), torch.randn(33, 17), torch.randn(4, 4)
+    _, first = shapes_of(lambda x: x.sin() * 3 + 1, x)
+    _, second = shapes_of(lambda b, y: ((b @ b).relu(), y.sin() * 3 + 1), b, y)
+    assert len(_kernel_names(second)) == 2
+    assert _kernel_names(first)[0] in _kernel_names(second)
+
+
+def test_warm_cache_builds_nothing(tmp_path):
+    """A second compile of the same graph (fresh Dynamo) finds every kernel module in
+    the cache and writes nothing. (On a GPU the binaries are cached beside them, and a
+    warm compile runs neither Triton's compiler nor ptxas.)"""
+    fn = lambda x: ((x * 2).sum(-1), x.t().contiguous())  # noqa: E731
+    x = torch.randn(8, 40)
+    with braze.config.patch(cache_dir=str(tmp_path)):
+        cold = braze.explain(fn, x)
+        written = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+        torch._dynamo.reset()
+        warm = braze.explain(fn, x)
+        after = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    assert not cold.graphs[0].cache_hit and warm.graphs[0].cache_hit
+    assert any(p.suffix == ".py" for p in written) and after == written
+
+
+def test_launch_is_precomputed():
+    """The wrapper's launch is one call of a launcher whose grid and constexprs are
+    literals: nothing is computed from sizes at run time."""
+    _, report = shapes_of(lambda x: torch.softmax(x, -1), torch.randn(16, 1000))
+    graph = report.graphs[0]
+    assert "kernel0(arg0, " in graph.wrapper
+    launcher = graph.source.split("# ---- launchers")[1]
+    assert "[(1, 1, 1)](arg0, " in launcher and "XBLOCK=16, RBLOCK=1024" in launcher
+
+
+def test_int64_indexing_where_sizes_need_it(monkeypatch):
+    monkeypatch.setattr(triton_shapes, "WIDE", 1000)  # pretend 1000 elements overflow int32
+    x = torch.randn(40, 50)
+    fn = lambda x: (x.t().contiguous() + 1, x.sum(0), x.sum(-1), x.sum())  # noqa: E731
+    _, report = shapes_of(fn, x)
+    source = report.graphs[0].source
+    assert source.count("tl.program_id(0).to(tl.int64)") >= 3
+    check(fn, x, rtol=1e-5, atol=1e-5)
+
+
+def test_int32_indexing_by_default():
+    _, report = shapes_of(lambda x: x + 1, torch.randn(40, 50))
+    assert "tl.int64" not in report.graphs[0].source

@@ -38,12 +38,9 @@ def test_in_place_mul_of_zero_dim_float32_input():
     check(fn, torch.tensor(1.5))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="sum/mean over a dim of size 1 returns the element itself, so -0.0 stays -0.0; "
-                          "eager's sum starts from +0.0 and returns +0.0 (1/x gives -inf instead of +inf, "
-                          "atan2 jumps by 2*pi); torch 2.13 and 2.14")
 def test_sum_over_size_one_dim_of_negative_zero():
+    """Fixed: a sum over one element adds 0.0, as eager's does (-0.0 becomes +0.0)."""
     def fn(x):
         return 1 / x.sum(1), torch.atan2(x.mean(1), torch.tensor(-1.0))
-    # eager: 1/x [inf, 0.5], atan2 [pi, 2.03]; braze: [-inf, 0.5], [-pi, 2.03]
+    # eager: 1/x [inf, 0.5], atan2 [pi, 2.03] (braze gave [-inf, 0.5], [-pi, 2.03] before the fix)
     check(fn, torch.tensor([[-0.0], [2.0]]))

@@ -192,9 +192,23 @@ def clear_intern_table(limit: int = 200_000) -> None:
 
 # ----------------------------------------------------------------------------- builders
 
+_BITS = {torch.int8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64, torch.uint8: 8}
+
+
+def _wrap(value: int, dtype) -> int:
+    """``value`` as ``dtype`` holds it (two's complement), as eager converts scalars."""
+    bits = _BITS[dtype]
+    value &= (1 << bits) - 1
+    if dtype is not torch.uint8 and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
+
+
 def const(value, dtype) -> Expr:
-    if dtype is dtypes.INDEX or (dtype in dtypes.INTEGERS):
+    if dtype is dtypes.INDEX:
         value = int(value)
+    elif dtype in dtypes.INTEGERS:
+        value = _wrap(int(value), dtype)
     elif dtype is torch.bool:
         value = bool(value)
     else:

@@ -72,9 +72,17 @@ class Accumulator:
                                   f"{m2} += d_ * ({value} - {mean}); }}"]
         if f in ("argmax", "argmin"):
             better = ">" if f == "argmax" else "<"
-            nan = f"({value} != {value} && {v} == {v})" if dtypes.is_float(self.dtype) else "false"
-            return [f"{{ const bool take_ = ({value} {better} {v}) || {nan}; "
-                    f"{v} = take_ ? {value} : {v}; {at('i')} = take_ ? (int64_t)({index}) : {at('i')}; }}"]
+            i = at("i")
+            # ties (and NaN after NaN) keep the smaller index: loops may not run in index order
+            tie = f"({value} == {v} && (int64_t)({index}) < {i})"
+            if dtypes.is_float(self.dtype):
+                nan = (f"(({value} != {value}) && ({v} == {v} || (int64_t)({index}) < {i}))")
+                keep_nan = f"({v} != {v})"
+                take = f"(!{keep_nan} && (({value} {better} {v}) || {tie})) || {nan}"
+            else:
+                take = f"({value} {better} {v}) || {tie}"
+            return [f"{{ const bool take_ = {take}; "
+                    f"{v} = take_ ? {value} : {v}; {i} = take_ ? (int64_t)({index}) : {i}; }}"]
         return [f"{v} = {self._fold(v, value)};"]
 
     def combine(self, dst, src) -> list:

@@ -27,7 +27,15 @@ def reduced_dims(x: TensorValue, dims) -> list[int]:
         return list(range(x.ndim))
     if isinstance(dims, int):
         dims = [dims]
-    return sorted({norm_dim(d, x.ndim) for d in dims})
+    dims = sorted({norm_dim(d, x.ndim) for d in dims})
+    return dims if x.ndim else []  # a 0-d tensor "reduced" over dim 0 or -1
+
+
+def _kept_sizes(x: TensorValue, dims, keepdim: bool) -> tuple:
+    dims = reduced_dims(x, dims)
+    if keepdim:
+        return tuple(1 if k in dims else s for k, s in enumerate(x.sizes))
+    return tuple(s for k, s in enumerate(x.sizes) if k not in dims)
 
 
 def reduce(ctx, x: TensorValue, dims, keepdim: bool, op: ReduceOp, dtype, body_dtype=None) -> TensorValue:
@@ -68,7 +76,10 @@ def _trivial(ctx, op: ReduceOp, body, numel: int, dtype, sizes) -> TensorValue:
         return finish(ctx, const(0.0, body.dtype), dtype, sizes)
     if op in (ReduceOp.ANY, ReduceOp.ALL):
         body = truthy(body)
-    return finish(ctx, cast(body, dtypes.compute_dtype(dtype)), dtype, sizes)
+    body = cast(body, dtypes.compute_dtype(dtype))
+    if op is ReduceOp.SUM and dtypes.is_float(body.dtype):
+        body = binary(Op.ADD, body, const(0.0, body.dtype))  # eager's 0 + x: a sum of -0.0 is +0.0
+    return finish(ctx, body, dtype, sizes)
 
 
 def _rvars_of(body):
@@ -108,11 +119,15 @@ def _mean(ctx, x, dims=None, keepdim=False, dtype=None):
 
 @register(aten.amax.default)
 def _amax(ctx, x, dims=(), keepdim=False):
+    if x.dtype is torch.bool:  # the max of booleans is "any"
+        return reduce(ctx, x, dims, keepdim, ReduceOp.ANY, torch.bool)
     return reduce(ctx, x, dims, keepdim, ReduceOp.MAX, x.dtype, body_dtype=dtypes.compute_dtype(x.dtype))
 
 
 @register(aten.amin.default)
 def _amin(ctx, x, dims=(), keepdim=False):
+    if x.dtype is torch.bool:  # the min of booleans is "all"
+        return reduce(ctx, x, dims, keepdim, ReduceOp.ALL, torch.bool)
     return reduce(ctx, x, dims, keepdim, ReduceOp.MIN, x.dtype, body_dtype=dtypes.compute_dtype(x.dtype))
 
 
@@ -137,16 +152,15 @@ def _min_dim(ctx, x, dim, keepdim=False):
 
 
 def _arg(ctx, x, dim, keepdim, op):
-    if x.dtype is torch.bool:
-        raise Unsupported("argmax of bool")
+    body = torch.uint8 if x.dtype is torch.bool else dtypes.compute_dtype(x.dtype)  # bool: compared as 0/1
     if dim is None:
         from braze.lower.views import reshape
         flat = reshape(x, [x.numel])
-        result = reduce(ctx, flat, [0], False, op, torch.int64, dtypes.compute_dtype(x.dtype))
+        result = reduce(ctx, flat, [0], False, op, torch.int64, body)
         if keepdim:
             return reshape(result, [1] * x.ndim)
         return result
-    return reduce(ctx, x, [dim], keepdim, op, torch.int64, dtypes.compute_dtype(x.dtype))
+    return reduce(ctx, x, [dim], keepdim, op, torch.int64, body)
 
 
 @register(aten.argmax.default)
@@ -183,6 +197,10 @@ def welford(ctx, x, dims, keepdim, correction):
     if not dtypes.is_float(x.dtype):
         raise Unsupported("variance of an integer tensor")
     acc = dtypes.compute_dtype(x.dtype)
+    if math.prod(x.sizes[k] for k in reduced_dims(x, dims)) == 0:  # eager: NaN, NaN
+        from braze.lower.indexing import filled
+        sizes = _kept_sizes(x, dims, keepdim)
+        return filled(ctx, math.nan, x.dtype, sizes), filled(ctx, math.nan, x.dtype, sizes)
     mean = reduce(ctx, x, dims, keepdim, ReduceOp.WELFORD_MEAN, acc, body_dtype=acc)
     m2 = reduce(ctx, x, dims, keepdim, ReduceOp.WELFORD_M2, acc, body_dtype=acc)
     n = math.prod(x.sizes[k] for k in reduced_dims(x, dims))
@@ -210,3 +228,30 @@ def _std(ctx, x, dims=None, *, correction=None, keepdim=False):
     from braze.ir.expr import unary
     acc = dtypes.compute_dtype(x.dtype)
     return finish(ctx, unary(Op.SQRT, cast(var.expr, acc)), x.dtype, var.sizes)
+
+
+@register(aten.linalg_vector_norm.default)
+def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """``||x||_ord`` over ``dim``: a sum (or max/min) of |x| in the result's compute
+    dtype, then the root; the same reduction ATen performs."""
+    from braze.ir.expr import unary
+    out = _out_dtype(ctx, dtype)
+    if not dtypes.is_float(out) or isinstance(ord, bool):
+        raise Unsupported(f"vector norm to {out}")
+    acc = dtypes.compute_dtype(out)
+    magnitude = TensorValue(acc, x.sizes, unary(Op.ABS, cast(x.expr, acc)))
+    if ord in (math.inf, -math.inf):
+        op = ReduceOp.MAX if ord > 0 else ReduceOp.MIN
+        total = reduce(ctx, magnitude, dim, keepdim, op, acc, body_dtype=acc)
+        return finish(ctx, total.expr, out, total.sizes)
+    if ord == 0:
+        nonzero = TensorValue(acc, x.sizes, cast(binary(Op.NE, magnitude.expr, const(0, acc)), acc))
+        total = reduce(ctx, nonzero, dim, keepdim, ReduceOp.SUM, acc, body_dtype=dtypes.sum_dtype(acc))
+        return finish(ctx, total.expr, out, total.sizes)
+    power = {1: lambda e: e, 2: lambda e: binary(Op.MUL, e, e)}.get(
+        ord, lambda e: binary(Op.POW, e, const(float(ord), acc)))
+    terms = TensorValue(acc, x.sizes, power(magnitude.expr))
+    total = reduce(ctx, terms, dim, keepdim, ReduceOp.SUM, acc, body_dtype=dtypes.sum_dtype(acc))
+    root = {1: lambda e: e, 2: lambda e: unary(Op.SQRT, e)}.get(
+        ord, lambda e: binary(Op.POW, e, const(1.0 / ord, acc)))
+    return finish(ctx, root(cast(total.expr, acc)), out, total.sizes)

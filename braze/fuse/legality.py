@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from braze import config
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, index, substitute, var, walk
+from braze.ir.expr import Expr, Op, cache_table, cached, index, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, out_vars, reduce_vars
 
 INNER, OUTER, REDUCTION = "inner", "outer", "reduction"
@@ -135,12 +135,6 @@ def iteration_sizes(node: ComputeNode, orders: dict) -> list:
     return [node.sizes[k] for k in order] if order else list(node.sizes)
 
 
-def _iteration_vars(node: ComputeNode, orders: dict) -> list:
-    variables = out_vars(node.sizes)
-    order = orders.get(node.name)
-    return [variables[k] for k in order] if order else list(variables)
-
-
 def reduction_orders(nodes, roles: dict) -> dict:
     """Loop orders that let pointwise nodes iterate like the group's reductions: the
     dims they share with a reduction's kept dims first, then the reduced ones (e.g.
@@ -227,18 +221,26 @@ def build_nest(nodes) -> Nest | Verdict:
         return Verdict(False, Reason.NO_COMMON_LOOPS)
     dims, n_outer = refined
     nest = Nest(outer, red, dims, n_outer, roles, {}, {})
-    kvars = nest.kernel_vars()
-    suffix = [math.prod(dims[j + 1:]) for j in range(len(dims))]
     for n in nodes:
         role = roles[n.name]
-        if role == REDUCTION:
-            mapping = _span_map(n.reduction.sizes, reduce_vars(n.reduction.sizes), kvars, suffix, 1)
-            mapping.update(_span_map(n.sizes, out_vars(n.sizes), kvars, suffix, red))
-        else:
-            mapping = _span_map(iteration_sizes(n, orders), _iteration_vars(n, orders), kvars, suffix,
-                                red if role == OUTER else 1)
-        nest.maps[n.name] = mapping
+        red_sizes = tuple(n.reduction.sizes) if role == REDUCTION else ()
+        nest.maps[n.name] = _node_map(role, tuple(n.sizes), red_sizes, orders.get(n.name), tuple(dims), n_outer, red)
     return nest
+
+
+@cached
+def _node_map(role: str, sizes: tuple, red_sizes: tuple, order, dims: tuple, n_outer: int, red: int) -> dict:
+    """Each variable of a node (its sizes, role and loop order) as kernel variables."""
+    kvars = [var(_kernel_var_name(j, n_outer), size) for j, size in enumerate(dims)]
+    suffix = [math.prod(dims[j + 1:]) for j in range(len(dims))]
+    if role == REDUCTION:
+        mapping = _span_map(red_sizes, reduce_vars(red_sizes), kvars, suffix, 1)
+        mapping.update(_span_map(sizes, out_vars(sizes), kvars, suffix, red))
+        return mapping
+    variables = out_vars(sizes)
+    if order:
+        sizes, variables = [sizes[k] for k in order], [variables[k] for k in order]
+    return _span_map(sizes, variables, kvars, suffix, red if role == OUTER else 1)
 
 
 def write_index(node: ComputeNode, nest: Nest) -> tuple:
@@ -288,8 +290,20 @@ def _overwrite_after_reads(nodes, nest: Nest) -> None:
             nest.levels[n.name] = _parity(level, nest.roles[n.name])
 
 
+_IN_KERNEL = cache_table()
+
+
+def in_kernel(e: Expr, mapping: dict) -> Expr:
+    """``e`` in kernel variables (node maps are cached, so results are too)."""
+    key = (id(mapping), e)
+    found = _IN_KERNEL.get(key)
+    if found is None:
+        found = _IN_KERNEL[key] = substitute(e, mapping)
+    return found
+
+
 def _same_element(load_expr: Expr, reader: ComputeNode, producer: ComputeNode, nest: Nest) -> bool:
-    read = [substitute(i, nest.maps[reader.name]) for i in load_expr.args]
+    read = [in_kernel(i, nest.maps[reader.name]) for i in load_expr.args]
     return all(a is b for a, b in zip(read, write_index(producer, nest)))
 
 
@@ -301,7 +315,7 @@ def _mutation_reads_ok(nodes, nest: Nest) -> Verdict:
         for reader in nodes:
             for e in walk(reader.body):
                 if e.op is Op.LOAD and e.arg == writer.mutates:
-                    read = [substitute(i, nest.maps[reader.name]) for i in e.args]
+                    read = [in_kernel(i, nest.maps[reader.name]) for i in e.args]
                     if not all(a is b for a, b in zip(read, target)):
                         return Verdict(False, Reason.OVERWRITE,
                                        f"{reader.name} reads {writer.mutates}, {writer.name} overwrites it")
@@ -340,7 +354,7 @@ def _shared_elements(a_nodes, b_nodes, nest: Nest) -> bool:
         for n in nodes:
             for e in walk(n.body):
                 if e.op is Op.LOAD:
-                    found.add((e.arg, tuple(substitute(i, nest.maps[n.name]) for i in e.args)))
+                    found.add((e.arg, tuple(in_kernel(i, nest.maps[n.name]) for i in e.args)))
         return found
     return bool(elements(a_nodes) & elements(b_nodes))
 

@@ -22,6 +22,7 @@ exactly as written.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from typing import Callable, Iterable, Iterator
 
@@ -184,10 +185,30 @@ def _payload_key(arg):
     return arg
 
 
+_CACHES: list = []
+
+
+def cached(fn):
+    """``functools.lru_cache`` for pure functions returning expressions; emptied
+    together with the intern table, so no stale node outlives it."""
+    wrapped = functools.lru_cache(maxsize=None)(fn)
+    _CACHES.append(wrapped.cache_clear)
+    return wrapped
+
+
+def cache_table() -> dict:
+    """A plain dict of expression-keyed results, emptied with the intern table."""
+    table: dict = {}
+    _CACHES.append(table.clear)
+    return table
+
+
 def clear_intern_table(limit: int = 200_000) -> None:
     """Forget interned nodes once the table is large; called between graphs."""
     if len(Expr._table) > limit:
         Expr._table.clear()
+        for clear in _CACHES:
+            clear()
 
 
 # ----------------------------------------------------------------------------- builders
@@ -287,8 +308,18 @@ def where(cond: Expr, a: Expr, b: Expr) -> Expr:
 # ----------------------------------------------------------------------------- traversal
 
 def walk(root: Expr | Iterable[Expr]) -> list[Expr]:
-    """Every distinct node reachable from ``root``, children before parents."""
-    roots = [root] if isinstance(root, Expr) else list(root)
+    """Every distinct node reachable from ``root``, children before parents
+    (remembered on a single root: do not mutate the list)."""
+    if isinstance(root, Expr):
+        memo = root.memo()
+        order = memo.get("walk")
+        if order is None:
+            order = memo["walk"] = _walk([root])
+        return order
+    return _walk(list(root))
+
+
+def _walk(roots: list) -> list[Expr]:
     seen: set = set()
     order: list[Expr] = []
     stack = [(r, False) for r in reversed(roots)]
@@ -323,6 +354,12 @@ def free_vars(e: Expr) -> frozenset:
 
 
 def loads(root: Expr | Iterable[Expr]) -> list[Expr]:
+    if isinstance(root, Expr):
+        memo = root.memo()
+        found = memo.get("loads")
+        if found is None:
+            found = memo["loads"] = [n for n in walk(root) if n.op is Op.LOAD]
+        return found
     return [n for n in walk(root) if n.op is Op.LOAD]
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, format_body, loads, var
+from braze.ir.expr import Expr, Op, cached, format_body, loads, var
 from braze.ir.simplify import flat_offset, row_major_strides
 
 
@@ -88,11 +88,16 @@ class Reduction:
 
 
 def out_vars(sizes) -> tuple:
-    return tuple(var(f"x{k}", s) for k, s in enumerate(sizes))
+    return _vars("x", tuple(sizes))
 
 
 def reduce_vars(sizes) -> tuple:
-    return tuple(var(f"r{k}", s) for k, s in enumerate(sizes))
+    return _vars("r", tuple(sizes))
+
+
+@cached
+def _vars(prefix: str, sizes: tuple) -> tuple:
+    return tuple(var(f"{prefix}{k}", s) for k, s in enumerate(sizes))
 
 
 @dataclass(eq=False)
@@ -132,11 +137,11 @@ class ComputeNode(Node):
         return self.reduction is not None
 
     def reads(self) -> list[str]:
-        seen = []
-        for ld in loads(self.body):
-            if ld.arg not in seen:
-                seen.append(ld.arg)
-        return seen
+        memo = self.body.memo()
+        found = memo.get("reads")
+        if found is None:
+            found = memo["reads"] = list(dict.fromkeys(ld.arg for ld in loads(self.body)))
+        return found
 
     @property
     def target(self) -> str:

@@ -60,16 +60,19 @@ class Accumulator:
     def field(self, suffix: str) -> str:
         return f"{self.name}_{suffix}"
 
-    def update(self, at, value: str, index: str | None) -> list:
-        """Statements folding ``value`` into the fields ``at(suffix)`` (lvalues)."""
+    def update(self, at, value: str, index: str | None, block: tuple | None = None) -> list:
+        """Statements folding ``value`` into the fields ``at(suffix)`` (lvalues).
+        ``block``: (count, 1/count) shared by every lane of a block, so that Welford
+        multiplies instead of dividing per element."""
         v = at("v")
         f = self.family
         if self.wide:
             value = f"(double)({value})"
         if f == "welford":
             mean, m2, n = at("mean"), at("m2"), at("n")
-            return [f"{n} += 1;", f"{{ const {self.t} d_ = {value} - {mean}; {mean} += d_ / {n}; "
-                                  f"{m2} += d_ * ({value} - {mean}); }}"]
+            count, scale = block if block else (f"{n} + 1", f"1 / {n}")
+            return [f"{n} = {count};", f"{{ const {self.t} d_ = {value} - {mean}; {mean} += d_ * ({scale}); "
+                                       f"{m2} += d_ * ({value} - {mean}); }}"]
         if f in ("argmax", "argmin"):
             better = ">" if f == "argmax" else "<"
             i = at("i")

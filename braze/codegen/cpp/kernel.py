@@ -166,12 +166,12 @@ class CppKernel:
             self.accs[m.name] = unique[key]
         return list(unique.values())
 
-    def _lane_body(self, level: int, indent: str, lane: str, reduce_index=True, guard: str = "") -> None:
+    def _lane_body(self, level: int, indent: str, lane: str, block: tuple | None = None) -> None:
         printer = self._printer(indent)
         self._preload(self._members_at(level), printer)
         for m in self._members_at(level):
             if m.reduce_op is None:
-                self._compute(m, printer, indent, guard)
+                self._compute(m, printer, indent)
                 continue
             acc = self.accs[m.name]
             value = printer(m.value)
@@ -179,7 +179,7 @@ class CppKernel:
             if id(acc) in self._updated:
                 continue
             self._updated.add(id(acc))
-            for stmt in acc.update(lambda s, a=acc: f"{a.field(s)}[{lane}]", value, index):
+            for stmt in acc.update(lambda s, a=acc: f"{a.field(s)}[{lane}]", value, index, block):
                 self._emit(indent, stmt)
 
     def _declare(self, accs, size: int, indent: str, count: str | None = None) -> None:
@@ -205,17 +205,24 @@ class CppKernel:
         *outer_r, last = self.plan.reduce
         if distribute and outer_r:
             self._emit(indent, "#pragma omp for schedule(static)")
+        block_count = not outer_r and any(self.accs[m.name].family == "welford"
+                                          for m in self._members_at(level) if m.reduce_op)
+        if block_count:
+            self._emit(indent, "double blocks = 0;  // every lane has seen this many elements")
         inner = self._open_loops(outer_r, indent)
         main = last.size - last.size % lanes
         if main:
             if distribute and not outer_r:
                 self._emit(inner, "#pragma omp for schedule(static)")
             self._emit(inner, f"for (int64_t rb = 0; rb < {main}; rb += {lanes}) {{")
+            if block_count:
+                self._emit(inner, "  blocks += 1;")
+                self._emit(inner, "  const double inv_blocks = 1.0 / blocks;")
             self._emit(inner, "  #pragma omp simd")
             self._emit(inner, f"  for (int64_t l = 0; l < {lanes}; l++) {{")
             self._emit(inner, f"    const int64_t {last.name} = rb + l;")
             self._updated = set()
-            self._lane_body(level, inner + "    ", "l")
+            self._lane_body(level, inner + "    ", "l", block=("blocks", "inv_blocks") if block_count else None)
             self._emit(inner, "  }")
             self._emit(inner, "}")
         if main < last.size:
@@ -360,12 +367,18 @@ class CppKernel:
                 continue
             accs = self._accumulators([m for m in members if m.reduce_op])
             self._declare(accs, block, inner, count="nb")
+            counted = any(a.family == "welford" for a in accs)
+            if counted:
+                self._emit(inner, "double blocks = 0;  // every column has seen this many elements")
             r_inner = self._open_loops(plan.reduce, inner)
+            if counted:
+                self._emit(r_inner, "blocks += 1;")
+                self._emit(r_inner, "const double inv_blocks = 1.0 / blocks;")
             self._emit(r_inner, "#pragma omp simd")
             self._emit(r_inner, "for (int64_t l = 0; l < nb; l++) {")
             self._emit(r_inner, f"  const int64_t {x_in.name} = xb + l;")
             self._updated = set()
-            self._lane_body(level, r_inner + "  ", "l")
+            self._lane_body(level, r_inner + "  ", "l", block=("blocks", "inv_blocks") if counted else None)
             self._emit(r_inner, "}")
             self._close_loops(len(plan.reduce), r_inner)
             self._set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[l]"))

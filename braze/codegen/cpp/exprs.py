@@ -18,7 +18,7 @@ import torch
 
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import COMPARISONS, Expr, Op, walk
+from braze.ir.expr import COMPARISONS, Expr, Op
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.float16: "f16_t", torch.bfloat16: "bf16_t",
@@ -83,9 +83,18 @@ class CPrinter:
         self.memo: dict = dict(preset or {})  # expressions already computed in an outer scope
 
     def __call__(self, root: Expr) -> str:
-        for e in walk(root):
-            if id(e) not in self.memo:
+        """Print ``root``, emitting statements for the parts not printed yet (never
+        descending below an expression this scope already has)."""
+        stack = [(root, False)]
+        while stack:
+            e, ready = stack.pop()
+            if id(e) in self.memo:
+                continue
+            if ready:
                 self.memo[id(e)] = self._node(e)
+                continue
+            stack.append((e, True))
+            stack.extend((a, False) for a in reversed(e.args) if id(a) not in self.memo)
         return self.memo[id(root)]
 
     def _temp(self, dtype, text: str) -> str:

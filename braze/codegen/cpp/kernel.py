@@ -25,11 +25,12 @@ from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype
 from braze.fuse.kernel import KernelPlan
 from braze.ir import simplify as S
-from braze.ir.expr import Op, free_vars, walk
+from braze.ir.expr import EXPENSIVE, Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
 TILE = 32  # tile edge of a transposing pointwise kernel
+SCRATCH_MAX = 1 << 14  # longest row whose costly values are kept for a later loop
 
 
 class CppKernel:
@@ -45,6 +46,8 @@ class CppKernel:
         self.accs: dict = {}  # member name -> Accumulator
         self._updated: set = set()  # accumulators already folded in the current loop body
         self.hoisted: dict = {}  # loop-invariant expressions computed at the top
+        self.keep: dict = {}  # level -> [(expression, scratch array)] to save in that loop
+        self.reuse_ids: dict = {}  # id(expression) -> scratch array holding it
         self.acc_ids = itertools.count()
         self.shape = self._choose_shape()
 
@@ -166,8 +169,31 @@ class CppKernel:
             self.accs[m.name] = unique[key]
         return list(unique.values())
 
+    def _plan_scratch(self, indent: str) -> None:
+        """Costly values a later reduce loop of the same row needs again (softmax's
+        exp(x - max)) are kept in a per-row array instead of being recomputed."""
+        plan = self.plan
+        if len(plan.reduce) != 1 or plan.reduce[0].size > SCRATCH_MAX or len(plan.levels) < 3:
+            return
+        r = plan.reduce[0]
+        seen: dict = {}  # id(expr) -> (expr, first level)
+        for level in [lv for lv in plan.levels if lv % 2]:
+            for e in walk([m.value for m in self._members_at(level)]):
+                if e.op in EXPENSIVE and r in free_vars(e):
+                    if id(e) not in seen:
+                        seen[id(e)] = (e, level)
+                    elif seen[id(e)][1] != level and id(e) not in self.reuse_ids:
+                        name = f"keep{len(self.reuse_ids)}"
+                        self.reuse_ids[id(e)] = name
+                        self.keep.setdefault(seen[id(e)][1], []).append((e, name))
+                        self._emit(indent, f"{ctype(e.dtype)} {name}[{r.size}];")
+
     def _lane_body(self, level: int, indent: str, lane: str, block: tuple | None = None) -> None:
         printer = self._printer(indent)
+        if self.reuse_ids:
+            saved_here = {id(e) for e, _ in self.keep.get(level, [])}
+            r = self.plan.reduce[0].name
+            printer.memo.update({k: f"{name}[{r}]" for k, name in self.reuse_ids.items() if k not in saved_here})
         self._preload(self._members_at(level), printer)
         for m in self._members_at(level):
             if m.reduce_op is None:
@@ -181,6 +207,8 @@ class CppKernel:
             self._updated.add(id(acc))
             for stmt in acc.update(lambda s, a=acc: f"{a.field(s)}[{lane}]", value, index, block):
                 self._emit(indent, stmt)
+        for e, name in self.keep.get(level, []):
+            self._emit(indent, f"{name}[{self.plan.reduce[0].name}] = {printer(e)};")
 
     def _declare(self, accs, size: int, indent: str, count: str | None = None) -> None:
         for acc in accs:
@@ -334,6 +362,7 @@ class CppKernel:
         if plan.outer:
             self._emit(indent, self._parallel(len(plan.outer)))
         inner = self._open_loops(plan.outer, indent)
+        self._plan_scratch(inner)
         for level in plan.levels:
             if level % 2 == 0:
                 printer = self._printer(inner)

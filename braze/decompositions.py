@@ -5,11 +5,13 @@ decomposition: PyTorch's core-ATen table, plus decompositions of the fused ops
 braze wants to see through (softmax, layer/batch/group norm and their
 backwards), minus scaled-dot-product attention, which runs through ATen's fused
 kernels: the core table's math decomposition of causal SDPA gave wrong gradients
-on torch 2.11 to 2.13.
+on torch 2.11 to 2.13. Decompositions that disagree with eager are replaced
+(``REPLACE``: integer ``linspace``).
 """
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 import torch._decomp as decomp
@@ -36,10 +38,38 @@ KEEP = [
 ]
 
 
+def _linspace(start, end, steps, *, dtype=None, layout=torch.strided, device=None, pin_memory=False,
+              requires_grad=False):
+    """``linspace`` as eager computes it for integer dtypes: start and end truncated to
+    integers first, then ``start + step * i`` (first half) or ``end - step * (steps - 1 - i)``
+    in double, truncated. PyTorch's reference skips the first truncation and works in
+    float32 (``linspace(4.3, -3, 50, dtype=torch.int64)[1]`` is 4 there, 3 in eager)."""
+    integral = dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype is torch.bool)
+    if not integral or steps < 2:
+        return torch._refs.linspace(start, end, steps, dtype=dtype, layout=layout, device=device,
+                                    pin_memory=pin_memory, requires_grad=requires_grad)
+
+    def truncated(value):
+        if isinstance(value, torch.Tensor):
+            return value.to(torch.float64).trunc()
+        return float(math.trunc(value))
+    first, last = truncated(start), truncated(end)
+    step = (last - first) / (steps - 1)
+    i = torch.arange(steps, dtype=torch.float64, device=device)
+    out = torch.where(i < steps // 2, first + step * i, last - step * (steps - 1 - i))
+    return out.to(dtype)
+
+
+# Decompositions braze replaces: PyTorch's disagree with eager.
+REPLACE = {aten.linspace: _linspace}
+
+
 @functools.lru_cache(maxsize=1)
 def table() -> dict:
     result = dict(decomp.core_aten_decompositions())
     result.update(decomp.get_decompositions(DECOMPOSE))
+    for packet, fn in REPLACE.items():
+        result.update({getattr(packet, name): fn for name in packet.overloads() if "out" not in name})
     keep = set()
     for packet in KEEP:
         keep.update(getattr(packet, name) for name in packet.overloads())

@@ -34,6 +34,7 @@ from braze.ir.graph import (BufferArg, ComputeNode, ExternNode, Graph, InputNode
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
+_NODE_VALUE = object()  # extern(): describe the results by the current node's value
 
 
 class Unsupported(Exception):
@@ -158,6 +159,8 @@ class Lowerer:
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n])
         if target is operator.getitem:
             return args[0][args[1]]
+        if target is torch.ops.higher_order.with_effects:
+            return self._with_effects(args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):
             return self._python_call(node, target, args, kwargs)
         rule = LOWERINGS.get(target)
@@ -171,6 +174,15 @@ class Lowerer:
             except Exception as exc:  # a bug in a rule: name the op and its inputs
                 raise LoweringError(target, f"{type(exc).__name__}: {exc}", describe_inputs(node)) from exc
         return self.extern(target, args, kwargs, fallback=True)
+
+    def _with_effects(self, args, kwargs):
+        """An effectful op, ordered by the token AOTAutograd threads through it: the op
+        runs through ATen where it stands; the token passes through unchanged."""
+        token, op, *rest = args
+        val = self.out
+        op_meta = val[1] if len(val) == 2 else tuple(val[1:])
+        result = self.extern(op, tuple(rest), kwargs, fallback=True, meta=op_meta)
+        return (token, *result) if len(val) > 2 else (token, result)
 
     def _python_call(self, node, target, args, kwargs):
         """Python arithmetic on sizes (``operator.mul``, ``sym_size``...): evaluate it."""
@@ -189,6 +201,8 @@ class Lowerer:
             return OutputSpec("value", value=value)
         meta = fx_value.meta.get("val")
         base = _view_base(fx_value)
+        if base is not None and not _same_interpretation(base.meta["val"], meta):
+            base = None  # a view that reinterprets the data (view_as_real, view.dtype, conj)
         if base is not None and isinstance(self.env.get(base), TensorValue):
             buffer = self.storage_of(self.env[base], _meta_layout(base.meta["val"]), reason="viewed by an output")
             if buffer is not None:
@@ -197,9 +211,10 @@ class Lowerer:
         layout = _meta_layout(meta)
         buffer = self.storage_of(value, layout, reason="graph output", exact=True)
         used = {o.buffer for o in self.graph.outputs}
-        if buffer is None or buffer in used and not isinstance(self.graph.producer(buffer), InputNode):
+        duplicate = buffer in used and not isinstance(self.graph.producer(buffer), InputNode)
+        if buffer is None or duplicate and dtypes.is_supported(value.dtype):
             buffer = self.materialize(value, layout, reason="graph output")
-        return OutputSpec("buffer", buffer)
+        return OutputSpec("buffer", buffer)  # an unsupported dtype (complex) is returned twice as is
 
     # ------------------------------------------------------------------ building blocks
 
@@ -282,13 +297,14 @@ class Lowerer:
             return None
         return BufferArg(e.arg, tv.sizes, tuple(strides), const, tv.dtype)
 
-    def extern(self, target, args, kwargs, fallback: bool = False) -> Any:
-        """Run ``target`` through ATen at run time; its results become buffers."""
+    def extern(self, target, args, kwargs, fallback: bool = False, meta=_NODE_VALUE) -> Any:
+        """Run ``target`` through ATen at run time; its results (described by ``meta``,
+        by default the current node's value) become buffers."""
         if fallback:
             self.fallbacks.append(str(target))
         call_args = _map_values(args, self.tensor_arg)
         call_kwargs = {k: _map_values(v, self.tensor_arg) for k, v in kwargs.items()}
-        val = self.out
+        val = self.out if meta is _NODE_VALUE else meta
         single = isinstance(val, torch.Tensor)
         metas = [val] if single else list(val) if isinstance(val, (list, tuple)) else [val]
         outputs, values = [], []
@@ -371,6 +387,12 @@ def _view_base(fx_value):
 def _is_view_op(node) -> bool:
     return (isinstance(node, torch.fx.Node) and node.op == "call_function"
             and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view)
+
+
+def _same_interpretation(base, view) -> bool:
+    """Does ``view`` read its base's bytes as the base does (dtype, conj and neg bits)?"""
+    return (base.dtype == view.dtype and base.is_conj() == view.is_conj()
+            and base.is_neg() == view.is_neg())
 
 
 def _view_offset(graph: Graph, buffer: str, meta) -> int:

@@ -17,6 +17,7 @@ aten = torch.ops.aten
 
 EXTERNS = [
     aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+    aten.addmv.default, aten.addbmm.default,
     aten.convolution.default, aten.convolution_backward.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default,

@@ -57,7 +57,8 @@ def _scalar_tensor(ctx, value, **kwargs):
 
 @register(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default,
           aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default,
-          aten.empty_strided.default)
+          aten.empty_strided.default, aten.empty_permuted.default, aten.new_empty_strided.default,
+          aten._efficientzerotensor.default)
 def _zeros(ctx, *args, **kwargs):
     dtype, sizes = _out(ctx)
     return filled(ctx, 0, dtype, sizes)
@@ -186,6 +187,22 @@ def _select_scatter(ctx, base, src, dim, i):
     return finish(ctx, body, dtype, sizes)
 
 
+@register(aten.diagonal_scatter.default)
+def _diagonal_scatter(ctx, base, src, offset=0, dim1=0, dim2=1):
+    """``base`` with its diagonal (``offset``, ``dim1``, ``dim2``) replaced by ``src``,
+    whose last dimension runs along the diagonal."""
+    dtype, sizes = _out(ctx)
+    d1, d2 = norm_dim(dim1, base.ndim), norm_dim(dim2, base.ndim)
+    vs = out_vars(sizes)
+    acc = dtypes.compute_dtype(dtype)
+    row, col = vs[d1], vs[d2]
+    on_diagonal = S.compare(Op.EQ, S.sub(col, row), offset)
+    along = row if offset >= 0 else col  # position along the diagonal
+    src_idx = [v for k, v in enumerate(vs) if k not in (d1, d2)] + [along]
+    body = where(on_diagonal, cast(src.at(src_idx), acc), cast(base.expr, acc))
+    return finish(ctx, body, dtype, sizes)
+
+
 # ----------------------------------------------------------------------------- indirect
 
 def index_from(value, size: int):
@@ -197,6 +214,8 @@ def index_from(value, size: int):
 @register(aten.gather.default)
 def _gather(ctx, x, dim, idx, sparse_grad=False):
     dtype, sizes = _out(ctx)
+    if x.ndim == 0:  # every index is 0
+        return ctx.compute(dtype, sizes, x.at([]))
     dim = norm_dim(dim, x.ndim)
     vs = out_vars(sizes)
     positions = list(vs) + [index(0)] * (x.ndim - len(vs))

@@ -147,6 +147,32 @@ for _packet, _op in ROUNDING.items():
     register(_packet.default)(_rounding_rule(_op))
 
 
+@register(aten.polygamma.default)
+def _polygamma(ctx, n, x):
+    if n != 0:
+        raise Unsupported(f"polygamma of order {n}")
+    return pointwise(ctx, lambda v: unary(Op.DIGAMMA, v), x, kind=Kind.INT_TO_FLOAT)
+
+
+@register(aten.round.decimals)
+def _round_decimals(ctx, x, decimals=0):
+    """Eager's ``nearbyint(x * 10^d) / 10^d`` (``nearbyint(x / 10^-d) * 10^-d`` for d < 0)."""
+    if not dtypes.is_float(x.dtype):
+        raise Unsupported("round with decimals of an integer tensor")
+    scale = float(10 ** abs(decimals))
+    if decimals < 0:
+        return pointwise(ctx, lambda v: mul(unary(Op.ROUND, div(v, c(scale, v))), c(scale, v)), x)
+    return pointwise(ctx, lambda v: div(unary(Op.ROUND, mul(v, c(scale, v))), c(scale, v)), x)
+
+
+@register(aten.angle.default)
+def _angle(ctx, x):
+    """Of a real number: pi if negative, else 0; NaN stays NaN."""
+    def fn(v):
+        return where(unary(Op.ISNAN, v), v, where(binary(Op.LT, v, c(0, v)), c(math.pi, v), c(0, v)))
+    return pointwise(ctx, fn, x, kind=Kind.INT_TO_FLOAT)
+
+
 @register(aten.neg.default)
 def _neg(ctx, x):
     return pointwise(ctx, lambda v: unary(Op.NEG, v), x)
@@ -213,6 +239,24 @@ def _silu(ctx, x):
                      kind=Kind.INT_TO_FLOAT)
 
 
+@register(aten.leaky_relu.default)
+def _leaky_relu(ctx, x, negative_slope=0.01):
+    return pointwise(ctx, lambda v: where(binary(Op.GT, v, c(0, v)), v, mul(v, c(negative_slope, v))), x)
+
+
+@register(aten.elu.default)
+def _elu(ctx, x, alpha=1, scale=1, input_scale=1):
+    def fn(v):
+        negative = mul(c(alpha * scale, v), unary(Op.EXPM1, mul(v, c(input_scale, v))))
+        return where(binary(Op.GT, v, c(0, v)), mul(c(scale, v), v), negative)
+    return pointwise(ctx, fn, x)
+
+
+@register(aten.hardtanh.default)
+def _hardtanh(ctx, x, min_val=-1, max_val=1):
+    return _clamp(ctx, x, min_val, max_val)
+
+
 def truthy(v: Expr) -> Expr:
     return v if v.dtype is torch.bool else binary(Op.NE, v, c(0, v))
 
@@ -221,13 +265,22 @@ def truthy(v: Expr) -> Expr:
 
 @register(aten.add.Tensor, aten.add.Scalar)
 def _add(ctx, a, b, alpha=1):
-    return pointwise(ctx, lambda x, y: add(x, _scaled(y, alpha)) if x.dtype is not torch.bool
-                     else binary(Op.OR, x, y), a, b)
+    def fn(x, y):
+        if x.dtype is not torch.bool:
+            return add(x, _scaled(y, alpha))
+        return binary(Op.OR, x, y) if alpha else x  # bool: x + alpha * y
+    return pointwise(ctx, fn, a, b)
 
 
 @register(aten.sub.Tensor, aten.sub.Scalar)
 def _sub(ctx, a, b, alpha=1):
     return pointwise(ctx, lambda x, y: sub(x, _scaled(y, alpha)), a, b)
+
+
+@register(prims.fma.default)
+def _fma(ctx, a, b, c):
+    """``a * b + c`` (from addcmul's decomposition); rounded twice, within eager's tolerance."""
+    return pointwise(ctx, lambda x, y, z: add(mul(x, y), z), a, b, c)
 
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
@@ -314,6 +367,16 @@ def _pow_special(exponent):
         -2: lambda x, y: unary(Op.RECIPROCAL, mul(x, x)),
     }
     return table.get(exponent)
+
+
+@register(aten.ldexp.Tensor)
+def _ldexp(ctx, x, other):
+    """Eager's ``x * pow(2.0, other)``: the power in ``other``'s float dtype (float32
+    for integers), rounded as eager rounds it, then the product with promotion."""
+    power_dtype = other.dtype if dtypes.is_float(other.dtype) else torch.float32
+    acc = dtypes.compute_dtype(power_dtype)
+    power = finish(ctx, binary(Op.POW, const(2.0, acc), cast(other.expr, acc)), power_dtype, other.sizes)
+    return pointwise(ctx, mul, x, power)
 
 
 # ----------------------------------------------------------------------------- comparisons, logic
@@ -403,10 +466,11 @@ def _clamp_tensor(ctx, x, lo=None, hi=None):
     def fn(v, *limits):
         limits = list(limits)
         out = v
+        boolean = v.dtype is torch.bool  # max is or, min is and
         if lo is not None:
-            out = binary(Op.MAXIMUM, out, limits.pop(0))
+            out = binary(Op.OR if boolean else Op.MAXIMUM, out, limits.pop(0))
         if hi is not None:
-            out = binary(Op.MINIMUM, out, limits.pop(0))
+            out = binary(Op.AND if boolean else Op.MINIMUM, out, limits.pop(0))
         return out
     return pointwise(ctx, fn, x, *bounds)
 

@@ -13,7 +13,7 @@ import math
 import torch
 
 from braze.ir import dtypes
-from braze.ir.expr import Op, binary, cast, const, index
+from braze.ir.expr import Op, binary, cast, const, index, unary
 from braze.ir.graph import ReduceOp, Reduction, out_vars, reduce_vars
 from braze.lower.core import TensorValue, Unsupported, register
 from braze.lower.pointwise import finish, truthy
@@ -225,7 +225,6 @@ def _var(ctx, x, dims=None, *, correction=None, keepdim=False):
 @register(aten.std.correction)
 def _std(ctx, x, dims=None, *, correction=None, keepdim=False):
     var = welford(ctx, x, dims, keepdim, correction)[0]
-    from braze.ir.expr import unary
     acc = dtypes.compute_dtype(x.dtype)
     return finish(ctx, unary(Op.SQRT, cast(var.expr, acc)), x.dtype, var.sizes)
 
@@ -234,23 +233,41 @@ def _std(ctx, x, dims=None, *, correction=None, keepdim=False):
 def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """``||x||_ord`` over ``dim``: a sum (or max/min) of |x| in the result's compute
     dtype, then the root; the same reduction ATen performs."""
-    from braze.ir.expr import unary
     out = _out_dtype(ctx, dtype)
     if not dtypes.is_float(out) or isinstance(ord, bool):
         raise Unsupported(f"vector norm to {out}")
     acc = dtypes.compute_dtype(out)
     magnitude = TensorValue(acc, x.sizes, unary(Op.ABS, cast(x.expr, acc)))
+    return norm_of(ctx, magnitude, ord, dim, keepdim, out)
+
+
+@register(aten.dist.default)
+def _dist(ctx, x, y, p=2):
+    """``||x - y||_p`` over every element."""
+    from braze.lower.pointwise import broadcast_sizes, expand_to
+    out = _out_dtype(ctx, torch.float32)
+    if not dtypes.is_float(out):
+        raise Unsupported(f"dist to {out}")
+    acc = dtypes.compute_dtype(out)
+    sizes = broadcast_sizes(x.sizes, y.sizes)
+    diff = binary(Op.SUB, cast(expand_to(x, sizes), acc), cast(expand_to(y, sizes), acc))
+    return norm_of(ctx, TensorValue(acc, sizes, unary(Op.ABS, diff)), p, None, False, out)
+
+
+def norm_of(ctx, magnitude: TensorValue, ord, dim, keepdim, out) -> TensorValue:
+    """The ``ord``-norm of non-negative ``magnitude`` (in its compute dtype) as ``out``."""
+    acc = magnitude.dtype
     if ord in (math.inf, -math.inf):
         op = ReduceOp.MAX if ord > 0 else ReduceOp.MIN
         total = reduce(ctx, magnitude, dim, keepdim, op, acc, body_dtype=acc)
         return finish(ctx, total.expr, out, total.sizes)
     if ord == 0:
-        nonzero = TensorValue(acc, x.sizes, cast(binary(Op.NE, magnitude.expr, const(0, acc)), acc))
+        nonzero = TensorValue(acc, magnitude.sizes, cast(binary(Op.NE, magnitude.expr, const(0, acc)), acc))
         total = reduce(ctx, nonzero, dim, keepdim, ReduceOp.SUM, acc, body_dtype=dtypes.sum_dtype(acc))
         return finish(ctx, total.expr, out, total.sizes)
     power = {1: lambda e: e, 2: lambda e: binary(Op.MUL, e, e)}.get(
         ord, lambda e: binary(Op.POW, e, const(float(ord), acc)))
-    terms = TensorValue(acc, x.sizes, power(magnitude.expr))
+    terms = TensorValue(acc, magnitude.sizes, power(magnitude.expr))
     total = reduce(ctx, terms, dim, keepdim, ReduceOp.SUM, acc, body_dtype=dtypes.sum_dtype(acc))
     root = {1: lambda e: e, 2: lambda e: unary(Op.SQRT, e)}.get(
         ord, lambda e: binary(Op.POW, e, const(1.0 / ord, acc)))

@@ -256,5 +256,62 @@ def _as_strided(ctx, x, sizes, strides, storage_offset=None):
     return remap(x, sizes, indices_of)
 
 
+# ----------------------------------------------------------------------------- copies
+
+def copied(ctx, value):
+    """A new node computing ``value`` (or each of a list): a copy op must not alias its input."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(copied(ctx, v) for v in value)
+    return ctx.compute(value.dtype, value.sizes, value.expr, origin=str(ctx.node.target))
+
+
+def _copy_of(rule):
+    def copy_rule(ctx, *args, **kwargs):
+        return copied(ctx, rule(ctx, *args, **kwargs))
+    return copy_rule
+
+
+COPY_VARIANTS = {
+    aten.view_copy.default: _view, aten.alias_copy.default: _alias, aten.permute_copy.default: _permute,
+    aten.transpose_copy.int: _transpose, aten.t_copy.default: _t, aten.expand_copy.default: _expand,
+    aten.squeeze_copy.default: _squeeze, aten.squeeze_copy.dim: _squeeze, aten.squeeze_copy.dims: _squeeze,
+    aten.unsqueeze_copy.default: _unsqueeze, aten.slice_copy.Tensor: _slice, aten.select_copy.int: _select,
+    aten.split_copy.Tensor: _split, aten.split_with_sizes_copy.default: _split_with_sizes,
+    aten.unbind_copy.int: _unbind, aten.diagonal_copy.default: _diagonal, aten.detach_copy.default: _alias,
+    aten.as_strided_copy.default: _as_strided,
+}
+for _op, _rule in COPY_VARIANTS.items():
+    register(_op)(_copy_of(_rule))
+
+
+@register(aten.narrow_copy.default)
+def _narrow_copy(ctx, x, dim, start, length):
+    return copied(ctx, slice_value(x, dim, start, start + length))
+
+
+@register(aten.flip.default)
+def _flip(ctx, x, dims):
+    """An index map (a copy, since flip is not a view): element v is x[size - 1 - v]."""
+    flipped = {norm_dim(d, x.ndim) for d in dims} if x.ndim else set()
+
+    def indices_of(vs):
+        return [S.sub(x.sizes[k] - 1, v) if k in flipped and x.sizes[k] > 1 else v for k, v in enumerate(vs)]
+    return copied(ctx, remap(x, x.sizes, indices_of))
+
+
+@register(aten.repeat.default)
+def _repeat(ctx, x, repeats):
+    """Tiles of ``x``: element v is x[v % size] in each of its trailing dimensions."""
+    lead = len(repeats) - x.ndim
+    sizes = [r * (x.sizes[k - lead] if k >= lead else 1) for k, r in enumerate(repeats)]
+    if 0 in sizes:
+        from braze.lower.indexing import filled
+        return filled(ctx, 0, x.dtype, tuple(sizes))
+
+    def indices_of(vs):
+        return [S.mod(vs[lead + k], s) if s > 1 else index(0) for k, s in enumerate(x.sizes)]
+    return copied(ctx, remap(x, sizes, indices_of))
+
+
 def is_identity_load(tv: TensorValue) -> bool:
     return tv.expr.op is Op.LOAD and tv.expr.args == out_vars(tv.sizes)

@@ -5,7 +5,8 @@ function per plan (``kernelN(buf, ...)``), the generated source (kernel modules
 and launchers), each kernel's shape, and whether everything came from the
 cache.
 
-Steps per plan: choose the shape and launch parameters (``shapes``), generate
+Steps per plan: choose the shape and launch parameters (``shapes``), fold a
+looped softmax's sum into its max's loop (``online``), generate
 the kernel text under a placeholder name (``kernel``), name it by a hash of
 that text (so equal kernels are one module, whatever the plans were called),
 write and import the module (``build``), and on a GPU start compiling it at
@@ -24,6 +25,7 @@ from braze.codegen.triton import autotune, build
 from braze.codegen.triton.helpers import HEADER, helper_source
 from braze.codegen.triton.kernel import TritonKernel
 from braze.codegen.triton.launch import Launch, LauncherSpec, make_launchers
+from braze.codegen.triton.online import fold_softmax_sums
 from braze.codegen.triton.shapes import choose, device_info
 from braze.runtime import cache
 
@@ -88,6 +90,8 @@ class TritonBackend:
 
     def _generate(self, plan, info) -> Unit:
         shape = choose(plan, info)
+        if shape.name == "row_loop":
+            plan = fold_softmax_sums(plan)
         kernel = TritonKernel(plan, shape)
         body = kernel.source(PLACEHOLDER)
         canonical = HEADER + helper_source(kernel.helpers) + "\n\n" + body + "\n"

@@ -9,7 +9,8 @@ index arithmetic inline, and returns a ``Term``: the text of the root and the
 block axes it depends on.
 
 Loads whose position is not provably inside the buffer (``simplify.bounds``)
-are clamped, so a load in a ``where`` branch that is not taken (cat, pad)
+are masked by the conditions of the ``where`` branches that read them (cat,
+pad: ``guards``), or else clamped, so a load in a branch that is not taken
 never leaves its buffer; every load is masked by the axes it varies along.
 Float32 division and square root use the IEEE-rounded forms (``div_rn``,
 ``sqrt_rn``): plain ``/`` and ``tl.sqrt`` are approximate on NVIDIA GPUs.
@@ -143,16 +144,23 @@ class Printer:
         return self.temp(self._value_op(e, [a.text for a in args]), axes)
 
     def _load(self, e: Expr, pos: Term) -> Term:
-        text = pos.text
+        text, axes = pos.text, pos.axes
         lo, hi = S.bounds(e.args[0])
         extent = self.k.extents[e.arg]
-        if lo < 0 or hi > extent - 1:
+        guards = self.k.guards.get(id(e), []) if lo < 0 or hi > extent - 1 else []
+        clamp = (lo < 0 or hi > extent - 1) and not guards
+        if clamp:
             text = f"tl.minimum(tl.maximum({text}, 0), {max(extent - 1, 0)})"
-        mask = self.k.mask_for(pos.axes)
-        mask_text = f", {mask}" if mask else ""
-        if lo < 0 or hi > extent - 1 or pos.precedence < 3:
+        masks = [self.k.mask_for(pos.axes)] if self.k.mask_for(pos.axes) else []
+        for cond, negated in guards:  # read only where the branches reading it are taken
+            term = self.memo[id(cond)]
+            cond_text = term.text if term.precedence >= 3 else f"({term.text})"
+            masks.append(f"~{cond_text}" if negated else cond_text)
+            axes = axes | term.axes
+        mask_text = f", {' & '.join(masks)}" if masks else ""
+        if clamp or pos.precedence < 3:
             text = f"({text})"
-        return self.temp(f"tl.load({self.k.params[e.arg]} + {text}{mask_text})", pos.axes)
+        return self.temp(f"tl.load({self.k.params[e.arg]} + {text}{mask_text})", axes)
 
     # ------------------------------------------------------------------ index arithmetic
 

@@ -250,6 +250,28 @@ def argmin_combine(a, a_index, b, b_index):
     take = tl.where(a_nan, b_nan & first, b_nan | (b < a) | ((b == a) & first))
     return tl.where(take, b, a), tl.where(take, b_index, a_index)
 '''),
+    "online_sum_exp": ("", '''
+@triton.jit
+def online_sum_exp(ref, total, x):
+    """Adds exp(x - ref) to a lane's total, first moving ref up to x where x is larger
+    (the total rescaled by exp(old ref - x); exp(-inf) = 0 when the lane was empty).
+    NaN never moves ref: it reaches the total through exp(NaN - ref). While ref is -inf
+    (only -inf seen) the terms are exp(x - 0): 0, or NaN for NaN. A +inf gives
+    exp(inf - inf) = NaN, as eager's exp(x - max) does for that row."""
+    grow = x > ref
+    new_ref = tl.where(grow, x, ref)
+    scale = tl.where(grow, libdevice.exp(ref - new_ref), 1.0)
+    term = libdevice.exp(x - tl.where(new_ref == float("-inf"), 0.0, new_ref))
+    return new_ref, total * scale.to(total.dtype) + term.to(total.dtype)
+'''),
+    "online_sum_total": ("", '''
+@triton.jit
+def online_sum_total(ref, total, largest):
+    """A lane's total as a sum of exp(x - largest) (largest: the row's max, >= ref), with
+    the exp in the total's dtype. A lane that saw only -inf (ref -inf, total 0) gives 0,
+    or NaN when the whole row is -inf (eager's exp(-inf - -inf)); a NaN max gives NaN."""
+    return total * libdevice.exp(ref.to(total.dtype) - largest.to(total.dtype))
+'''),
     "welford_combine": ("true_div", '''
 @triton.jit
 def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):

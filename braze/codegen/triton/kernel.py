@@ -22,8 +22,11 @@ import itertools
 import math
 
 from braze.codegen.triton.exprs import Printer, Term, convert, full
+from braze.codegen.triton.guards import guarded_loads
 from braze.codegen.triton.helpers import is_helper
-from braze.codegen.triton.reduce import accumulator_for
+from braze.codegen.triton.online import OnlineSum
+from braze.codegen.triton.reduce import Accumulator, accumulator_for
+from braze.codegen.triton.rows import row_fields
 from braze.codegen.triton.shapes import Shape
 from braze.fuse.kernel import KernelPlan
 
@@ -49,17 +52,19 @@ class TritonKernel:
         self.block_axes = ("x",)
         self.sources: list = []
         self.constexprs: list = []  # per function: its constexpr parameters
+        self.unmasked: set = set()  # block axes that never run past their loop (no mask)
+        self.guards = guarded_loads(plan.expressions(), plan.extents)  # loads masked by where-conditions
 
     # ------------------------------------------------------------------ interface
 
     def source(self, name: str) -> str:
         """The kernel's function(s), named ``name`` (``name_finish`` for a split's second)."""
-        self.sources, self.constexprs = [], []
+        self.sources, self.constexprs, self.unmasked = [], [], set()
         getattr(self, f"_{self.shape.name}")(name)
         return "\n\n".join(self.sources)
 
     def mask_for(self, axes) -> str:
-        return " & ".join(MASKS[a] for a in sorted(axes))
+        return " & ".join(MASKS[a] for a in sorted(axes) if a not in self.unmasked)
 
     # ------------------------------------------------------------------ pieces
 
@@ -182,11 +187,16 @@ class TritonKernel:
 
     def _r_index(self, offset: str, indent: str) -> None:
         self._emit(indent, f"rindex = {offset}rbase")
-        self._emit(indent, "rmask = rindex < rnumel")
+        if "r" not in self.unmasked:
+            self._emit(indent, "rmask = rindex < rnumel")
         self._define_vars(self.plan.reduce, "r", indent)
 
     def _row(self, name: str) -> None:
-        """Whole rows in registers: each level once, loads shared between levels."""
+        """Whole rows in registers: each level once, loads shared between levels. A row
+        whose length is a power of two is exactly ``RBLOCK`` long (``shapes._row``; tuning
+        changes only ``XBLOCK``): it needs no ``rmask``."""
+        rnumel = self.plan.reduce_numel()
+        self.unmasked = {"r"} if rnumel & (rnumel - 1) == 0 else set()
         self._reduction_head(name, ["XBLOCK", "RBLOCK"])
         self._r_index("", "    ")
         printer = self._printer("    ")
@@ -197,8 +207,7 @@ class TritonKernel:
                 continue
             self._compute(members, printer, "    ", {"x", "r"})
             for acc, owners in self._accumulators(members):
-                elements = self._elements(acc, owners[0], printer)
-                self._finish(acc, owners, self._reduce(acc, elements, printer.indent), printer)
+                self._finish(acc, owners, row_fields(self, acc, owners[0], printer), printer)
         self._end()
 
     def _row_loop(self, name: str) -> None:
@@ -234,7 +243,10 @@ class TritonKernel:
             for acc, owners in accs:
                 self._accumulate(acc, self._elements(acc, owners[0], printer), "        ")
             for acc, owners in accs:
-                fields = self._reduce(acc, acc.field_names(), "    ")
+                if acc.family == "online":
+                    fields = self._online_total(acc, owners[0], "    ")
+                else:
+                    fields = self._reduce(acc, acc.field_names(), "    ")
                 partials.append((acc, owners, fields))
                 if final:
                     self._finish(acc, owners, fields, self._printer("    "))
@@ -294,14 +306,18 @@ class TritonKernel:
         for m in members:
             if m.reduce_op is None:
                 continue
-            acc = accumulator_for(m, "", wide)
+            if isinstance(m, OnlineSum):
+                acc = Accumulator("", "online", m.value.dtype, wide)
+            else:
+                acc = accumulator_for(m, "", wide)
             key = (acc.family, id(m.value))
             if key not in unique:
                 acc.name = f"acc{len(self.accs)}"
                 unique[key] = (acc, [])
             unique[key][1].append(m)
             self.accs[m.name] = unique[key][0]
-        return list(unique.values())
+        # an online sum is finished after the max it is relative to
+        return sorted(unique.values(), key=lambda item: item[0].family == "online")
 
     def _elements(self, acc, member, printer: Printer) -> list:
         """The fields of each lane's element, neutral where the lane is outside the row."""
@@ -309,20 +325,23 @@ class TritonKernel:
         index = printer(member.reduce_index) if member.reduce_index is not None else None
         value_text = printer.tensor(value, member.value.dtype)
         index_text = f"({index.text})" if index is not None else None
-        shape = self._block_shape({"x", "r"})
         texts = acc.element(value_text, index_text)
-        constants = acc.constant_fields("rmask", shape)
+        constants = acc.constant_fields("rmask", self._block_shape({"x", "r"}))
         axes = [value.axes, index.axes if index is not None else frozenset()]
         out = []
         for k, (text, f) in enumerate(zip(texts, acc.fields())):
-            if text is None:
-                out.append(constants[k])
-                continue
-            masked = f"tl.where(rmask, {text}, {f.neutral})"
-            if axes[k] | {"r"} != {"x", "r"}:  # e.g. a value that is the same along the row
-                masked = f"tl.broadcast_to({masked}, {shape})"
-            out.append(masked)
+            out.append(constants[k] if text is None else self._lanes(text, axes[k], f.neutral))
         return out
+
+    def _lanes(self, text: str, axes, neutral: str) -> str:
+        """``text`` (varying along ``axes``) as a full ``[XBLOCK, RBLOCK]`` block, lanes
+        past the row holding ``neutral``."""
+        if "r" in self.unmasked:
+            full_block = set(axes) == {"x", "r"}
+        else:
+            text = f"tl.where(rmask, {text}, {neutral})"
+            full_block = "x" in axes  # the where adds the row axis
+        return text if full_block else f"tl.broadcast_to({text}, {self._block_shape({'x', 'r'})})"
 
     def _accumulate(self, acc, elements: list, indent: str) -> None:
         names = acc.field_names()
@@ -331,6 +350,17 @@ class TritonKernel:
             return
         self._use(acc.combine)
         self._emit(indent, f"{', '.join(names)} = {acc.combine}({', '.join(names + elements)})")
+
+    def _online_total(self, acc, member, indent: str) -> list:
+        """An online sum's lanes made relative to the row's max, then summed."""
+        lanes = f"tmp{next(self.counter)}"
+        largest = self.values[member.max_member].text
+        self._use("online_sum_total")
+        self._emit(indent, f"{lanes} = online_sum_total({', '.join(acc.field_names())}, {largest})")
+        total = f"tmp{next(self.counter)}"
+        self._use("add")
+        self._emit(indent, f"{total} = tl.reduce({lanes}, {self.reduce_axis}, add, keep_dims=True)")
+        return [total]
 
     def _reduce(self, acc, fields: list, indent: str) -> list:
         """Fold ``fields`` along the reduce axis; returns the names of the results."""

@@ -12,7 +12,9 @@ as C++ does; a block's own tree reduction stays in float32. float32 products are
 always folded in float64. max/min propagate NaN; argmax/argmin return
 the first index of the extreme value (NaN counts as the extreme); variance is
 Welford's, partials merged with Chan's formula; any/all and the max/min of
-booleans are folded as int8.
+booleans are folded as int8. The ``online`` family is a softmax's sum of
+``exp(x - max)`` folded in the same loop as the max (``online``): fields are each
+lane's reference (its largest element so far) and its total relative to it.
 """
 from __future__ import annotations
 
@@ -32,10 +34,11 @@ FAMILY = {
 BOOL_FAMILY = {"max": "any", "sum": "any", "min": "all", "prod": "all"}
 COMBINE = {"sum": "add", "prod": "multiply", "max": "maximum_nan", "min": "minimum_nan",
            "any": "maximum_nan", "all": "minimum_nan", "argmax": "argmax_combine",
-           "argmin": "argmin_combine", "welford": "welford_combine"}
+           "argmin": "argmin_combine", "welford": "welford_combine", "online": "online_sum_exp"}
 RESULT_FIELD = {ReduceOp.ARGMAX: "index", ReduceOp.ARGMIN: "index", ReduceOp.WELFORD_MEAN: "mean",
                 ReduceOp.WELFORD_M2: "m2"}
 INDEX_MAX = str(2 ** 63 - 1)
+WIDE_FAMILIES = ("sum", "welford", "online")
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Accumulator:
         """float64 for float32 products (a tree of partial products must not overflow
         where eager's running product does not), and for float32 sums and moments
         folded in loops."""
-        if self.dtype is torch.float32 and (self.family == "prod" or self.wide and self.family in ("sum", "welford")):
+        if self.dtype is torch.float32 and (self.family == "prod" or self.wide and self.family in WIDE_FAMILIES):
             return torch.float64
         return self.dtype
 
@@ -79,6 +82,8 @@ class Accumulator:
             return [Field("value", d, _extreme(d, lowest=f == "argmax")), Field("index", torch.int64, INDEX_MAX)]
         if f in ("any", "all"):
             return [Field("", torch.int8, "0" if f == "any" else "1")]
+        if f == "online":
+            return [Field("ref", self.dtype, _extreme(self.dtype, lowest=True)), Field("total", d, literal(0, d))]
         neutral = {"sum": lambda: literal(0, d), "prod": lambda: literal(1, d),
                    "max": lambda: _extreme(d, lowest=True), "min": lambda: _extreme(d, lowest=False)}[f]()
         return [Field("", d, neutral)]
@@ -90,6 +95,8 @@ class Accumulator:
         """The fields of a partial holding one element (``value``, at flat ``index``);
         None for a field that is a constant (see ``constant_fields``)."""
         f = self.family
+        if f == "online":  # the value itself: the helper forms exp(value - ref)
+            return [value]
         if self.acc_dtype != self.dtype:
             value = f"{value}.to({TL_TYPES[self.acc_dtype]})"
         if f == "welford":
@@ -108,7 +115,7 @@ class Accumulator:
     def result(self, op: ReduceOp, fields: list) -> str:
         """The member's result, from the texts of the final fields."""
         names = [x.suffix for x in self.fields()]
-        text = fields[names.index(RESULT_FIELD.get(op, ""))]
+        text = fields[-1] if self.family == "online" else fields[names.index(RESULT_FIELD.get(op, ""))]
         if self.family in ("any", "all"):
             return f"({text} != 0)"
         if self.acc_dtype != self.dtype and op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):

@@ -10,9 +10,12 @@ Shapes:
   contiguous along another loop than the primary store (transpose, permute,
   channels-last): both sides read or write whole rows of the tile.
 - ``row``: a reduction whose rows fit in registers (``RBLOCK >= rnumel``):
-  each level is computed once, loads shared between levels.
+  each level is computed once, loads shared between levels, so the row is read
+  from memory once. Rows up to 32 KiB of their widest buffer (8192 fp32, 16384
+  bf16 elements) are kept in registers, with warps scaled to the block.
 - ``row_loop``: long rows: each reduce level loops over ``RBLOCK`` chunks with
-  one accumulator per lane, merged at the end of the loop.
+  one accumulator per lane, merged at the end of the loop (a softmax's max and
+  sum of exponentials share one loop: ``online``).
 - ``column``: the reduced loop is strided and the innermost outer loop is
   contiguous (``x.sum(0)``): tiles ``[RBLOCK, XBLOCK]`` reduced along axis 0.
 - ``split``: few outer elements and long rows (a full sum): ``RSPLIT``
@@ -25,11 +28,23 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+import torch
+
 from braze.fuse.legality import INNER, REDUCTION
 from braze.ir import simplify as S
 from braze.ir.expr import Op, free_vars, walk
 
-PERSISTENT_MAX = 2048  # longest row kept in registers
+# Persistent rows. Values are computed in float32 (or wider) whatever the stored dtype, so a
+# row costs registers per element: RBLOCK / (32 * num_warps) registers per thread for each
+# row-sized value that is live at once (the loaded row, a centered copy, a weight row).
+# At 16 warps an 8192-element row is 16 registers per value per thread, a 16384-element one
+# 32; a LayerNorm keeps about three such values live (about 100 registers of the 255 a
+# thread may use; one 512-thread program per SM at the largest rows). Half-width buffers
+# also halve the load registers, hence the limit in bytes of the widest buffer, capped in
+# elements.
+PERSISTENT_MAX = 16384  # longest row kept in registers, in elements
+PERSISTENT_BYTES = 32768  # ... and in bytes of its widest buffer
+ROW_WARPS_MAX = 16  # 512 threads: 8 elements each at 4096, 16 at 8192, 32 at 16384
 LOOP_RBLOCK = 2048  # chunk of a reduction loop
 SPLIT_MIN_REDUCE = 1 << 14  # rows shorter than this are never split
 WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
@@ -168,7 +183,7 @@ def _reduction(plan, device: DeviceInfo) -> Shape:
         return _split(plan, orientation, device)
     if orientation == "column":
         return _column(xnumel, rnumel, device)
-    if next_pow2(rnumel) <= PERSISTENT_MAX:
+    if next_pow2(rnumel) <= persistent_max(plan):
         return _row(xnumel, rnumel, device)
     xblock = min(next_pow2(xnumel), device.loop_rows)
     rblock = LOOP_RBLOCK if rnumel >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2
@@ -176,12 +191,39 @@ def _reduction(plan, device: DeviceInfo) -> Shape:
     return Shape("row_loop", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(rblock), (cdiv(xnumel, xblock), 1, 1))
 
 
+def persistent_max(plan) -> int:
+    """The longest row (a power of two) the plan keeps in registers: 32 KiB of the widest
+    buffer it loads or stores along the row, at most ``PERSISTENT_MAX`` elements. A
+    64-bit value computed along the row (float64, int64) counts as an 8-byte buffer."""
+    return min(PERSISTENT_MAX, PERSISTENT_BYTES // _row_itemsize(plan))
+
+
+def _row_itemsize(plan) -> int:
+    rvars = set(plan.reduce)
+    sizes = [1]
+    for e in walk(plan.expressions()):
+        if e.op is Op.LOAD and free_vars(e.args[0]) & rvars:
+            sizes.append(plan.dtypes[e.arg].itemsize)
+    for m in plan.members:
+        if m.store is not None and free_vars(m.store) & rvars:
+            sizes.append(plan.dtypes[m.target].itemsize)
+        along_row = m.role == REDUCTION or free_vars(m.value) & rvars
+        if along_row and m.value.dtype in (torch.float64, torch.int64):
+            sizes.append(8)
+    return max(sizes)
+
+
+def row_warps(elements: int) -> int:
+    """Warps of a persistent row block: 8 elements per thread up to 16 warps (4096)."""
+    return _warps(elements, 256, ROW_WARPS_MAX)
+
+
 def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
     rblock = next_pow2(rnumel)
     xblock = min(next_pow2(xnumel), max(1, device.block_elements // rblock))
     while xblock > 1 and cdiv(xnumel, xblock) < device.fill:
         xblock //= 2
-    return Shape("row", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
+    return Shape("row", {"XBLOCK": xblock, "RBLOCK": rblock}, row_warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1))
 
 

@@ -1,0 +1,61 @@
+"""Loads that only a ``where`` branch reads: masked by its condition, not clamped.
+
+Takes: the expressions of one kernel plan (loads in storage form) and the storage
+extent of each buffer. Gives: ``guarded_loads``: for each load whose position is not
+provably inside its buffer, whose position is plain index arithmetic (no loaded
+value in it), and which every use reaches through one branch of a ``where`` (or
+several, nested), the conditions of those branches: ``[(condition, negated)]``,
+keyed by ``id`` of the load.
+
+The printer masks such a load by its conditions (and the block masks) instead of
+clamping its position into the buffer. A ``cat`` or ``pad`` lowers to
+``where(i < n, a[i], b[i - n])``: each branch's position is inside its buffer exactly
+where its condition holds, so the masked load reads what eager reads and nothing
+outside the buffer. Clamping (``min(max(pos, 0), extent - 1)``) kept the addresses
+in range too, but hid the contiguity of the position from Triton, so a clamped load
+was never vectorized: rotary embedding's two halves were read 2 bytes at a time.
+A gather (a position computed from loaded indices) stays clamped: an index out of
+range must not fault.
+"""
+from __future__ import annotations
+
+from braze.ir import simplify as S
+from braze.ir.expr import Op, walk
+
+MAX_WORK = 1 << 18  # where-branches times nodes: past this, every such load is clamped
+
+
+def needs_clamp(load, extents: dict) -> bool:
+    lo, hi = S.bounds(load.args[0])
+    return lo < 0 or hi > extents[load.arg] - 1
+
+
+def guarded_loads(roots: list, extents: dict) -> dict:
+    nodes = walk(roots)
+    candidates = {id(e) for e in nodes if e.op is Op.LOAD and needs_clamp(e, extents)
+                  and not any(a.op is Op.LOAD for a in walk(e.args[0]))}
+    if not candidates:
+        return {}
+    branches = [(w, k) for w in nodes if w.op is Op.WHERE for k in (1, 2)
+                if candidates & {id(e) for e in walk(w.args[k])}]
+    if len(branches) * len(nodes) > MAX_WORK:
+        return {}
+    guards: dict = {}
+    for w, k in branches:
+        inside = candidates & {id(e) for e in walk(w.args[k])}
+        for load in inside - _reachable_without(roots, w, k):
+            guards.setdefault(load, []).append((w.args[0], k == 2))
+    return guards
+
+
+def _reachable_without(roots: list, where, branch: int) -> set:
+    """ids of the nodes reachable from ``roots`` other than through ``where``'s ``branch``."""
+    seen: set = set()
+    stack = list(roots)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.extend(a for j, a in enumerate(e.args) if not (e is where and j == branch))
+    return seen

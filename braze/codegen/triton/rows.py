@@ -1,0 +1,90 @@
+"""Reductions over a row held in registers (the ``row`` shape), as plain tree reductions.
+
+Takes: the ``TritonKernel`` being generated, one accumulator of a reduce level, the
+member it folds and the level's printer. Gives: ``row_fields``: the texts of the
+accumulator's final fields (``[XBLOCK, 1]`` tensors), emitted into the kernel. Where
+the whole row is in registers, some families are cheaper as several single-field
+reductions than as one ``tl.reduce`` with a multi-field combine:
+
+- variance (Welford's mean and m2): two passes over the register-resident row, a
+  mean from a sum, then the sums of the deviations from it and of their squares
+  (the corrected two-pass algorithm: the deviations' sum repairs the mean's rounding).
+  No cancellation on rows with a large mean, as with Welford's, and no division per
+  combine step.
+- argmax/argmin: the extreme by a NaN-propagating max/min (so NaN is the extreme),
+  then the smallest index holding it (holding NaN, where the extreme is NaN; lanes
+  past the row never count): ties and NaN resolve to the first index, as
+  ``argmax_combine`` does.
+
+Every other family (and booleans) goes through ``tl.reduce`` with its combine, as in
+the loops. max/min combine with ``maximum_nan``/``minimum_nan``:
+``tl.maximum(..., propagate_nan=ALL)``, one ``max.NaN.f32`` instruction on sm_80 and
+later, no dearer than ``tl.max``, which would drop a NaN.
+Sums are float32 trees, as before (a block's tree reduction stays in float32).
+"""
+from __future__ import annotations
+
+import torch
+
+from braze.codegen.triton.exprs import Printer, literal
+
+INDEX_LIMITS = {"tl.int32": str(2 ** 31 - 1), "tl.int64": str(2 ** 63 - 1)}
+
+
+def row_fields(kernel, acc, member, printer: Printer) -> list:
+    if acc.family == "welford":
+        return _moments(kernel, acc, member, printer)
+    if acc.family in ("argmax", "argmin") and acc.dtype is not torch.bool:
+        return _arg_extreme(kernel, acc, member, printer)
+    return kernel._reduce(acc, kernel._elements(acc, member, printer), printer.indent)
+
+
+def _moments(kernel, acc, member, printer: Printer) -> list:
+    """[mean, m2, count]: a first mean from a sum, the deviations from it, then the
+    corrected two-pass formulas (the first mean's rounding error is in the deviations'
+    sum ``s``): mean + s / n and sum(d * d) - s * s / n."""
+    value = printer(member.value)
+    text = acc.element(printer.tensor(value, member.value.dtype), None)[0]
+    dtype = acc.acc_dtype
+    count = literal(float(kernel.plan.reduce_numel()), dtype)
+    rough = printer.temp(_divide(_tree(kernel, kernel._lanes(text, value.axes, "0.0"), "add", printer.indent),
+                                 count, dtype), {"x"})
+    centered = printer.temp(kernel._lanes(f"{text} - {rough.text}", value.axes | {"x"}, "0.0"), {"x", "r"})
+    drift = _tree(kernel, centered.text, "add", printer.indent)
+    squares = _tree(kernel, f"{centered.text} * {centered.text}", "add", printer.indent)
+    mean = printer.temp(f"{rough.text} + {_divide(drift, count, dtype)}", {"x"})
+    m2 = printer.temp(f"{squares} - {drift} * {_divide(drift, count, dtype)}", {"x"})
+    return [mean.text, m2.text, count]
+
+
+def _divide(text: str, count: str, dtype) -> str:
+    """``text / count``, IEEE-rounded in float32 as everywhere else."""
+    if dtype is torch.float32:
+        return f"tl.math.div_rn({text}, tl.full([], {count}, tl.float32))"
+    return f"{text} / {count}"
+
+
+def _arg_extreme(kernel, acc, member, printer: Printer) -> list:
+    """[extreme value, its first index (int64)]."""
+    value, index = printer(member.value), printer(member.reduce_index)
+    neutral = acc.fields()[0].neutral
+    lanes = printer.temp(kernel._lanes(printer.tensor(value, member.value.dtype), value.axes, neutral), {"x", "r"})
+    combine = "maximum_nan" if acc.family == "argmax" else "minimum_nan"
+    extreme = _tree(kernel, lanes.text, combine, printer.indent)
+    hit = f"({lanes.text} == {extreme})"
+    if acc.dtype.is_floating_point:
+        hit = f"({hit} | (({extreme} != {extreme}) & ({lanes.text} != {lanes.text})))"
+    if "r" not in kernel.unmasked:
+        hit = f"({hit} & rmask)"
+    limit = INDEX_LIMITS[kernel.index_type]
+    candidates = printer.temp(f"tl.where({hit}, {index.text}, {limit})", {"x", "r"})
+    first = _tree(kernel, candidates.text, "minimum_nan", printer.indent)
+    return [extreme, printer.temp(f"{first}.to(tl.int64)", {"x"}).text]
+
+
+def _tree(kernel, text: str, combine: str, indent: str) -> str:
+    """``text`` reduced along the row by ``combine``; the name of the result."""
+    out = f"tmp{next(kernel.counter)}"
+    kernel._use(combine)
+    kernel._emit(indent, f"{out} = tl.reduce({text}, {kernel.reduce_axis}, {combine}, keep_dims=True)")
+    return out

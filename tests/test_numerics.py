@@ -191,6 +191,19 @@ def test_channels_last(backend):
     check(lambda x, w: (x * w).relu() + 1, x, w)
 
 
+def test_transposes_in_tiles(backend):
+    """Large enough to be tiled: ragged tile edges, two strided loads of different
+    dtypes, integers, a third loop outside the tile, channels-last to contiguous."""
+    x, y = rand(200, 130), rand(130, 200)
+    d = rand(130, 200, dtype=torch.float64)
+    i = torch.randint(-1000, 1000, (130, 200))
+    check(lambda x, y, d, i: (x.t() + y, x.t() * d + i, i.t() * 3), x, y, d, i)
+    p = rand(3, 70, 90)
+    check(lambda p: p.permute(0, 2, 1).contiguous().exp() + p.sum(), p)
+    c = rand(2, 70, 9, 10).to(memory_format=torch.channels_last)
+    check(lambda c: (c * 2).contiguous(memory_format=torch.contiguous_format), c)
+
+
 SHAPES = [(0,), (1,), (5, 0), (1, 1), (1, 7), (7, 1), (3, 1, 4), ()]
 
 

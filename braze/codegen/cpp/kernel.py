@@ -4,8 +4,9 @@ Takes: a ``KernelPlan`` (``braze.fuse.kernel``), the thread count and the SIMD
 lane count. Gives: ``CppKernel``, the ``extern "C"`` function text and the order
 of its buffer arguments.
 
-Four shapes, chosen from the plan:
+Five shapes, chosen from the plan:
 - ``pointwise``: outer loops in parallel, the innermost one ``omp simd``.
+- ``tiled``: a transposing pointwise kernel, in tiles (``tiles``).
 - ``row``: a reduction per outer element (rows in parallel); each reduce loop is
   split into blocks of ``lanes`` elements with one accumulator per lane, so the
   block vectorizes; lanes are merged after the loop.
@@ -23,13 +24,13 @@ import itertools
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype
+from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.fuse.kernel import KernelPlan
 from braze.ir import simplify as S
 from braze.ir.expr import EXPENSIVE, Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
-TILE = 32  # tile edge of a transposing pointwise kernel
 SCRATCH_MAX = 1 << 14  # longest row whose costly values are kept for a later loop
 
 
@@ -85,7 +86,7 @@ class CppKernel:
     def _choose_shape(self) -> str:
         plan = self.plan
         if not plan.reduce:
-            return "tiled" if self._tile_var() is not None else "pointwise"
+            return "tiled" if tile_var(self) is not None else "pointwise"
         work = plan.outer_numel() * plan.reduce_numel()
         if self.threads > 1 and plan.outer_numel() < 2 * self.threads and plan.reduce_numel() >= SPLIT_MIN_REDUCE \
                 and work >= PARALLEL_MIN_WORK:
@@ -314,47 +315,8 @@ class CppKernel:
             self._emit(inner, "}")
         self._close_loops(len(loops), inner)
 
-    def _tile_var(self):
-        """An outer loop that some access walks contiguously while it walks the
-        innermost loop with a stride (a transpose): tile the two together."""
-        loops = self.plan.outer
-        if len(loops) < 2 or loops[-1].size < 2 * TILE:
-            return None
-        z = loops[-1]
-        for e in walk(self.plan.expressions()):
-            positions = [e.args[0]] if e.op is Op.LOAD else []
-            for p in positions + [m.store for m in self.plan.members if m.store is not None]:
-                kz = S.coefficient(p, z)
-                if kz in (0, 1, None):
-                    continue
-                for a in loops[:-1]:
-                    if a.size >= 2 * TILE and S.coefficient(p, a) == 1:
-                        return a
-        return None
-
     def _tiled(self) -> None:
-        plan = self.plan
-        a, z = self._tile_var(), plan.outer[-1]
-        others = [v for v in plan.outer if v is not a and v is not z]
-        self._emit("  ", self._parallel(len(others) + 2))
-        inner = self._open_loops(others, "  ")
-        self._emit(inner, f"for (int64_t {a.name}b = 0; {a.name}b < {a.size}; {a.name}b += {TILE}) {{")
-        self._emit(inner, f"  for (int64_t {z.name}b = 0; {z.name}b < {z.size}; {z.name}b += {TILE}) {{")
-        body = inner + "    "
-        for v in (a, z):
-            self._emit(body, f"const int64_t {v.name}e = {v.name}b + {TILE} < {v.size} ? {v.name}b + {TILE} : {v.size};")
-        self._emit(body, f"for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
-        self._emit(body, "  #pragma omp simd")
-        self._emit(body, f"  for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
-        printer = self._printer(body + "    ")
-        self._preload(plan.members, printer)
-        for m in plan.members:
-            self._compute(m, printer, body + "    ")
-        self._emit(body, "  }")
-        self._emit(body, "}")
-        self._emit(inner, "  }")
-        self._emit(inner, "}")
-        self._close_loops(len(others), inner)
+        emit_tiled(self)
 
     def _row(self) -> None:
         plan = self.plan

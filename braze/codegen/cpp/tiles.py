@@ -1,0 +1,114 @@
+"""Tiled pointwise kernels for the C++ backend: transposes, permutes, channels-last.
+
+Takes: a ``CppKernel`` whose plan has no reduction. Gives: ``tile_var(kernel)``, the
+outer loop to tile with the innermost one (or None: no transpose here), and
+``emit_tiled(kernel)``, the kernel's loops.
+
+A transposing kernel walks its innermost loop ``z`` contiguously for its stores and
+some loads, and with a stride for others (``x.t() + y`` reads ``x`` down a column).
+Both loops are cut into ``edge``×``edge`` tiles (in parallel). Inside a tile, each
+strided load whose position runs contiguously along the other tiled loop ``a`` is
+first copied into a local ``scratch`` array: rows of the tile read contiguously
+(``a`` innermost, vectorized) and written transposed into L1-resident scratch; the
+tile's body then reads scratch contiguously along ``z``, vectorized like the rest.
+Measured on this machine (2048² fp32 ``x.t() + y``, one thread): strided reads
+in the body 15.6 ms, scratch with 32-element tiles 10.3 ms, 64-element 5.8 ms.
+Tiles are 64 wide while the scratch arrays fit in 16 KiB (half of L1), else 32.
+"""
+from __future__ import annotations
+
+from braze.codegen.cpp.exprs import ctype
+from braze.ir import simplify as S
+from braze.ir.expr import Op, walk
+
+EDGES = (64, 32)  # tile edges, widest first
+SCRATCH_BYTES = 1 << 14  # all scratch arrays of a tile together
+MIN_TILES = 2  # a tiled loop is at least this many tiles of the smallest edge
+
+
+def tile_var(kernel):
+    """An outer loop that some access walks contiguously while it walks the innermost
+    loop with a stride (a transpose): tile the two together."""
+    loops = kernel.plan.outer
+    if len(loops) < 2 or loops[-1].size < MIN_TILES * EDGES[-1]:
+        return None
+    z = loops[-1]
+    positions = [e.args[0] for e in walk(kernel.plan.expressions()) if e.op is Op.LOAD]
+    positions += [m.store for m in kernel.plan.members if m.store is not None]
+    for p in positions:
+        if S.coefficient(p, z) in (0, 1, None):
+            continue
+        for a in loops[:-1]:
+            if a.size >= MIN_TILES * EDGES[-1] and S.coefficient(p, a) == 1:
+                return a
+    return None
+
+
+def _scratch_loads(kernel, a, z) -> list:
+    """Loads to copy through scratch: strided along ``z``, contiguous along ``a``, at a
+    position of plain index arithmetic, from a buffer the kernel does not write."""
+    plan, found = kernel.plan, {}
+    for e in walk(plan.expressions()):
+        if e.op is not Op.LOAD or e.arg in plan.writes or id(e) in kernel.hoisted:
+            continue
+        pos = e.args[0]
+        if S.coefficient(pos, z) in (0, 1, None) or S.coefficient(pos, a) != 1:
+            continue
+        if any(x.op is Op.LOAD for x in walk(pos)):
+            continue
+        found.setdefault(id(e), e)
+    return list(found.values())
+
+
+def _edge(loads) -> int:
+    for edge in EDGES:
+        if sum(e.dtype.itemsize for e in loads) * edge * edge <= SCRATCH_BYTES:
+            return edge
+    return EDGES[-1]
+
+
+def emit_tiled(kernel) -> None:
+    plan = kernel.plan
+    a, z = tile_var(kernel), plan.outer[-1]
+    loads = _scratch_loads(kernel, a, z)
+    edge = _edge(loads)
+    others = [v for v in plan.outer if v is not a and v is not z]
+    kernel._emit("  ", kernel._parallel(len(others) + 2))
+    inner = kernel._open_loops(others, "  ")
+    kernel._emit(inner, f"for (int64_t {a.name}b = 0; {a.name}b < {a.size}; {a.name}b += {edge}) {{")
+    kernel._emit(inner, f"  for (int64_t {z.name}b = 0; {z.name}b < {z.size}; {z.name}b += {edge}) {{")
+    body = inner + "    "
+    for v in (a, z):
+        kernel._emit(body, f"const int64_t {v.name}e = {v.name}b + {edge} < {v.size} ? {v.name}b + {edge} : {v.size};")
+    preset = _fill_scratch(kernel, loads, a, z, edge, body)
+    kernel._emit(body, f"for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
+    kernel._emit(body, "  #pragma omp simd")
+    kernel._emit(body, f"  for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
+    printer = kernel._printer(body + "    ")
+    printer.memo.update(preset)
+    kernel._preload(plan.members, printer)
+    for m in plan.members:
+        kernel._compute(m, printer, body + "    ")
+    kernel._emit(body, "  }")
+    kernel._emit(body, "}")
+    kernel._emit(inner, "  }")
+    kernel._emit(inner, "}")
+    kernel._close_loops(len(others), inner)
+
+
+def _fill_scratch(kernel, loads, a, z, edge: int, indent: str) -> dict:
+    """Copy each load's tile into a scratch array, transposed; gives the body's
+    printer its reads of them (id of the load -> text)."""
+    preset = {}
+    for k, load in enumerate(loads):
+        name = f"scratch{next(kernel.counter)}_{k}"
+        kernel._emit(indent, f"alignas(64) {ctype(load.dtype)} {name}[{edge}][{edge}];")
+        kernel._emit(indent, f"for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
+        kernel._emit(indent, "  #pragma omp simd")
+        kernel._emit(indent, f"  for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
+        value = kernel._printer(indent + "    ")(load)
+        kernel._emit(indent, f"    {name}[{a.name} - {a.name}b][{z.name} - {z.name}b] = {value};")
+        kernel._emit(indent, "  }")
+        kernel._emit(indent, "}")
+        preset[id(load)] = f"{name}[{a.name} - {a.name}b][{z.name} - {z.name}b]"
+    return preset

@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -47,6 +48,10 @@ def main(argv=None) -> None:
     parser.add_argument("--out", help="write this run's section (device, threads) into this markdown file")
     parser.add_argument("--only", help="comma-separated workload names (substrings)")
     parser.add_argument("--skip-compile", action="store_true", help="no compile-time subprocesses")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="only compile times, in their own section (DEVICE-compile)")
+    parser.add_argument("--compile-jobs", type=int, default=1,
+                        help="compile-time measurements run this many at a time (each its own process)")
     parser.add_argument("--budget", type=float, default=2.0, help="CPU: seconds of timed calls per compiler")
     parser.add_argument("--threads", type=int, help="CPU: torch (and so Inductor and braze) threads")
     ns = parser.parse_args(argv)
@@ -61,24 +66,24 @@ def main(argv=None) -> None:
         if ns.threads:
             torch.set_num_threads(ns.threads)
         section = device if device != "cpu" else f"cpu-{torch.get_num_threads()}thread"
+        section += "-compile" if ns.compile_only else ""
         import braze  # noqa: F401  (after the cache directories are set)
         torch._dynamo.config.cache_size_limit = 64
         load = [os.getloadavg()[0]]
-        copy_gbs = copy_bandwidth(device) if device != "cpu" else None
+        copy_gbs = copy_bandwidth(device) if device != "cpu" and not ns.compile_only else None
         rows = []
-        for w in workloads:
+        for w in workloads if not ns.compile_only else []:
             print(f"[run] {w.name} ...", file=sys.stderr, flush=True)
             rows.append(run_workload(w, device, ns.budget, copy_gbs))
         compile_rows = []
         if not ns.skip_compile:
-            for w in workloads:
-                for backend in ("inductor", "braze"):
-                    print(f"[compile] {w.name} / {backend} ...", file=sys.stderr, flush=True)
-                    compile_rows.append(compile_times(w.name, backend, device, scratch))
+            jobs = [(w.name, backend) for w in workloads for backend in ("inductor", "braze")]
+            with ThreadPoolExecutor(max(1, ns.compile_jobs)) as pool:
+                compile_rows = list(pool.map(lambda job: compile_times(*job, device, scratch), jobs))
         load.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    report = render(section, device, command, rows, compile_rows, copy_gbs, load, source)
+    report = render(section, device, command, rows, compile_rows, copy_gbs, load, source, ns.compile_jobs)
     print(report)
     if ns.out:
         write_section(ns.out, section, report)
@@ -178,6 +183,7 @@ def compile_times(name: str, backend: str, device: str, scratch: str) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     env["OMP_NUM_THREADS"] = str(torch.get_num_threads())  # the same threads as the run-time measurements
     result = {"name": name, "backend": backend}
+    print(f"[compile] {name} / {backend} ...", file=sys.stderr, flush=True)
     for state in ("cold", "warm"):
         cmd = [sys.executable, "-m", "benchmarks.compile_time", "--workload", name, "--backend", backend,
                "--device", device]
@@ -194,7 +200,7 @@ def compile_times(name: str, backend: str, device: str, scratch: str) -> dict:
 # --- report ---------------------------------------------------------------------------
 
 def render(section: str, device: str, command: str, rows: list, compile_rows: list, copy_gbs, load: list,
-           source: str) -> str:
+           source: str, compile_jobs: int = 1) -> str:
     gpu = torch.device(device).type == "cuda"
     out = [f"<!-- results:{section} start -->", f"## Results: {section}", "",
            f"Command: `{command}`  ", f"Machine: {_machine(device)}  ",
@@ -202,6 +208,16 @@ def render(section: str, device: str, command: str, rows: list, compile_rows: li
            f"braze {source}  ",
            f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}; load average {load[0]:.2f} at start, "
            f"{load[-1]:.2f} at end (the machine is shared: read small differences as noise)", ""]
+    if rows:
+        out += _time_table(rows, gpu, copy_gbs)
+    if compile_rows:
+        out += _compile_table(compile_rows, gpu, compile_jobs)
+    out.append(f"<!-- results:{section} end -->")
+    return "\n".join(out)
+
+
+def _time_table(rows: list, gpu: bool, copy_gbs) -> list:
+    out = []
     if gpu:
         out += [f"Device-to-device copy bandwidth in this run: **{copy_gbs:.0f} GB/s** (bytes read + written). "
                 "Times: `triton.testing.do_bench` median (L2 cleared before each call).", ""]
@@ -233,21 +249,18 @@ def render(section: str, device: str, command: str, rows: list, compile_rows: li
                       f"{100 * iqr:.0f}%", str(min(v["n"] for v in r["times"].values())), str(r["sets"])]
         cells += [_kernels(r), _check(r)]
         out.append("| " + " | ".join(cells) + " |")
-    out += [""] + _problems(rows) + _notes(rows)
-    if compile_rows:
-        out += _compile_table(compile_rows, gpu)
-    out.append(f"<!-- results:{section} end -->")
-    return "\n".join(out)
+    return out + [""] + _problems(rows) + _notes(rows)
 
 
-def _compile_table(compile_rows: list, gpu: bool) -> list:
+def _compile_table(compile_rows: list, gpu: bool, jobs: int) -> list:
     caches = "TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, BRAZE_CACHE_DIR"
     out = ["", "### Compile time", "",
            f"Each number comes from its own fresh process: 'cold' with empty {caches}, 'warm' in a new process "
            "reusing the directories the cold run filled. Compile time = the first compiled call minus one eager "
            "call (for the training step the first forward+backward, so the backward graph is included); imports "
            "of torch, Inductor and braze are outside the clock. 'braze own' is the sum of "
-           "`CompiledGraph.timings` over braze's graphs: braze's share after Dynamo and AOTAutograd.", "",
+           "`CompiledGraph.timings` over braze's graphs: braze's share after Dynamo and AOTAutograd."
+           + (f" {jobs} measurements ran at a time (so each process had fewer idle cores)." if jobs > 1 else ""), "",
            "| workload | Inductor cold s | braze cold s | Inductor warm s | braze warm s | braze own cold ms | "
            "braze own warm ms | braze graphs (warm cache hits) |", "|---|---|---|---|---|---|---|---|"]
     by = {}

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import torch.utils._pytree as pytree
 
 import braze
+from helpers import check_low_precision
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 CUDA = "cuda"
@@ -39,7 +40,9 @@ CASES = {
     "pointwise": (["pointwise"], lambda x: x.sin() * 2 + 1, (33, 17)),
     "tiled": (["tiled"], lambda x: x.t().contiguous() * 2, (480, 640)),
     "row": (["row"], lambda x: torch.softmax(x, -1), (256, 1000)),
-    "row_loop": (["row_loop"], lambda x: F.layer_norm(x, (8192,)), (64, 8192)),
+    "row_8k": (["row"], lambda x: F.layer_norm(x, (8192,)), (64, 8192)),  # 32 KiB rows stay in registers
+    "row_loop": (["row_loop"], lambda x: F.layer_norm(x, (16384,)), (64, 16384)),
+    "row_loop_softmax": (["row_loop"], lambda x: torch.softmax(x, -1), (64, 16384)),
     "column": (["column"], lambda x: x.sum(0), (4096, 512)),
     "split": (["split"], lambda x: (x.sum(), x.amax(), x.argmax(), torch.var_mean(x)), (1 << 22,)),
     "split_column": (["split"], lambda x: x.sum(0), (1 << 20, 3)),
@@ -49,8 +52,19 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_shape_on_gpu(name):
     shapes, fn, size = CASES[name]
-    loose = name in ("column", "split", "split_column", "row_loop")
+    loose = name in ("column", "split", "split_column", "row_loop", "row_8k")
     check_gpu(shapes, fn, randn(*size), rtol=1e-4 if loose else 1e-5, atol=1e-3 if loose else 1e-5)
+
+
+def test_cat_halves_are_one_pointwise_kernel_on_gpu():
+    x = randn(4, 8, 256, 128, dtype=torch.bfloat16)
+    cos, sin = randn(256, 128, dtype=torch.bfloat16), randn(256, 128, dtype=torch.bfloat16)
+    rotary = lambda x, c, s: x * c + torch.cat([-x[..., 64:], x[..., :64]], -1) * s  # noqa: E731
+    report = braze.explain(rotary, x, cos, sin)
+    assert [k.shape for k in report.kernels] == ["pointwise"], str(report)
+    assert "tl.minimum(tl.maximum" not in report.graphs[0].source
+    torch._dynamo.reset()
+    check_low_precision(rotary, x, cos, sin)  # bf16: eager rounds after each op, braze once
 
 
 def test_channels_last_is_tiled_on_gpu():

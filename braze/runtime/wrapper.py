@@ -202,9 +202,11 @@ def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
     return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
 
 
-def _ensure_layout(t: torch.Tensor, strides) -> torch.Tensor:
-    """``t`` with exactly ``strides`` (for dims of size > 1), copied if ATen chose others."""
-    if all(s == 1 or a == b for s, a, b in zip(t.shape, t.stride(), strides)):
+def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:
+    """``t`` with exactly ``strides`` (for dims of size > 1), copied if ATen chose others.
+    None stays None: an output ATen leaves undefined (attention statistics that a CUDA
+    kernel computes only when a backward will need them)."""
+    if t is None or all(s == 1 or a == b for s, a, b in zip(t.shape, t.stride(), strides)):
         return t
     out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)

@@ -254,15 +254,16 @@ def argmin_combine(a, a_index, b, b_index):
 @triton.jit
 def online_sum_exp(ref, total, x):
     """Adds exp(x - ref) to a lane's total, first moving ref up to x where x is larger
-    (the total rescaled by exp(old ref - x); exp(-inf) = 0 when the lane was empty).
-    NaN never moves ref: it reaches the total through exp(NaN - ref). While ref is -inf
-    (only -inf seen) the terms are exp(x - 0): 0, or NaN for NaN. A +inf gives
-    exp(inf - inf) = NaN, as eager's exp(x - max) does for that row."""
+    (the total then rescaled by exp(old ref - x), plus x's own term). One exp per element:
+    exp(old ref - x) when ref grows, else exp(x - ref). x's own term is (x - x) + 1: 1, or
+    NaN for +inf, as eager's exp(x - max) gives for that row. NaN never moves ref: it
+    reaches the total through exp(NaN - ref). While ref is -inf (only -inf seen) the
+    terms are exp(x - 0): 0, or NaN for NaN."""
     grow = x > ref
-    new_ref = tl.where(grow, x, ref)
-    scale = tl.where(grow, libdevice.exp(ref - new_ref), 1.0)
-    term = libdevice.exp(x - tl.where(new_ref == float("-inf"), 0.0, new_ref))
-    return new_ref, total * scale.to(total.dtype) + term.to(total.dtype)
+    shift = tl.where(ref == float("-inf"), 0.0, ref)
+    e = libdevice.exp(tl.where(grow, ref - x, x - shift)).to(total.dtype)
+    own = ((x - x) + 1.0).to(total.dtype)
+    return tl.where(grow, x, ref), tl.where(grow, total * e + own, total + e)
 '''),
     "online_sum_total": ("", '''
 @triton.jit

@@ -173,3 +173,16 @@ def test_cudagraphs_replay_matches_and_outputs_survive_the_next_call():
         outs = [f(x) for x in xs]
         for x, out in zip(xs, outs):
             torch.testing.assert_close(out, model(x))
+
+
+def test_aligned_matmul_pads_rows_and_matches_eager():
+    from braze.runtime.wrapper import _aligned_matmul
+    a, b, bias = torch.randn(6, 5), torch.randn(13, 5).t(), torch.randn(13)
+    out = _aligned_matmul(torch.ops.aten.mm.out, a, b)
+    assert out.shape == (6, 13) and out.stride() == (16, 1)  # 13 floats padded to 16 (64 bytes)
+    torch.testing.assert_close(out, a @ b)
+    out = _aligned_matmul(torch.ops.aten.addmm.out, bias, a, b, beta=0.5)
+    torch.testing.assert_close(out, torch.addmm(bias, a, b, beta=0.5))
+    bias2d = torch.randn(6, 13)
+    torch.testing.assert_close(_aligned_matmul(torch.ops.aten.addmm.out, bias2d, a, b),
+                               torch.addmm(bias2d, a, b))

@@ -113,3 +113,14 @@ def test_warm_cache_runs_no_compiler(tmp_path, monkeypatch):
         warm = braze.explain(fn, x)
     assert not cold.graphs[0].cache_hit and warm.graphs[0].cache_hit
     assert files and set((tmp_path / "triton").rglob("*")) == files
+
+
+def test_matmul_with_odd_rows_writes_aligned_rows():
+    """A 50257-word vocabulary: the logits' rows are padded for cuBLAS, then made contiguous."""
+    h, w = randn(64, 768, dtype=torch.bfloat16), randn(50257, 768, dtype=torch.bfloat16)
+    report = braze.explain(lambda h, w: h @ w.t(), h, w)
+    assert "_aligned_matmul" in report.graphs[0].wrapper
+    torch._dynamo.reset()
+    out = torch.compile(lambda h, w: h @ w.t(), backend="braze")(h, w)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out, h @ w.t())

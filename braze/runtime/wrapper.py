@@ -42,7 +42,8 @@ def generate(graph: Graph, steps: list, device: torch.device, kernel_objects: di
     w = _Writer(graph, steps, device)
     text = w.run()
     env = {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty_raw": _empty_raw,
-           "_typed": _typed, "_view": _view, "_ensure_layout": _ensure_layout, **kernel_objects}
+           "_typed": _typed, "_view": _view, "_ensure_layout": _ensure_layout,
+           "_aligned_matmul": _aligned_matmul, **kernel_objects}
     return WrapperSource(text, env)
 
 
@@ -131,7 +132,10 @@ class _Writer:
         outs = [o for o in node.outputs]
         if node.single:
             name = outs[0][0]
-            self.lines.append(f"    {name} = {target}({args}{kwargs})")
+            if node.target in ALIGNED_MATMULS and self._unaligned_rows(outs[0]):
+                self.lines.append(f"    {name} = _aligned_matmul({target[:-len('.default')]}.out, {args}{kwargs})")
+            else:
+                self.lines.append(f"    {name} = {target}({args}{kwargs})")
             self._check_layout(outs[0])
             return
         result = f"{node.name}_result"
@@ -141,6 +145,12 @@ class _Writer:
                 self.lines.append(f"    {out[0]} = {result}[{k}]")
                 self._check_layout(out)
         self.lines.append(f"    del {result}")
+
+    def _unaligned_rows(self, out) -> bool:
+        """A CUDA matrix product whose rows are not a multiple of 16 bytes long."""
+        _, dtype, layout = out
+        return (torch.device(self.device).type == "cuda" and len(layout.sizes) == 2
+                and layout.sizes[1] * dtype.itemsize % 16 != 0)
 
     def _check_layout(self, out) -> None:
         name, dtype, layout = out
@@ -200,6 +210,23 @@ def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
     if offset == 0 and tuple(t.shape) == tuple(sizes) and tuple(t.stride()) == tuple(strides):
         return t
     return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
+
+
+ALIGNED_MATMULS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
+
+
+def _aligned_matmul(out_op, *args, **kwargs) -> torch.Tensor:
+    """``mm``/``addmm`` with its ``N`` columns padded to a multiple of 16 bytes (the right
+    operand and bias padded with zeros, the product written into padded rows), returned
+    as the unpadded view; ``_ensure_layout`` then copies it to the layout the graph wants.
+    cuBLAS picks a slow unaligned kernel for an odd ``N``: GPT-2's 50257-word logits took
+    3.3 ms on H100, against 0.45 ms aligned (Inductor pads the same way)."""
+    *bias, a, b = args
+    cols = b.shape[1]
+    pad = (-cols) % (16 // a.element_size())
+    padded = [torch.nn.functional.pad(t, (0, pad)) if t.dim() and t.shape[-1] == cols else t for t in (*bias, b)]
+    out = torch.empty((a.shape[0], cols + pad), dtype=a.dtype, device=a.device)
+    return out_op(*padded[:-1], a, padded[-1], **kwargs, out=out)[:, :cols]
 
 
 def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:

@@ -58,21 +58,11 @@ class CppKernel:
     @property
     def args(self) -> list:
         """Buffer names in parameter order."""
-        reads = [b for b in self.plan.reads if b not in self.plan.writes]
-        return reads + list(self.plan.writes)
+        return kernel_args(self.plan)
 
     def source(self) -> str:
         plan = self.plan
-        params = []
-        for b in self.args:
-            t = ctype(plan.dtypes[b])
-            if b in plan.writes:
-                restrict = "" if b in plan.reads else "__restrict "
-                params.append(f"{t}* {restrict}{b}")
-            else:
-                params.append(f"const {t}* __restrict {b}")
-        head = [f"// {plan.name}: {self.shape}; ops: {', '.join(plan.origins)}",
-                f'extern "C" void {plan.name}({", ".join(params)}) {{']
+        head = [f"// {plan.name}: {self.shape}; ops: {', '.join(plan.origins)}", signature(plan)]
         return "\n".join(head + self.body() + ["}"])
 
     def body(self, hoisted: dict | None = None) -> list:
@@ -468,6 +458,24 @@ class CppKernel:
             self._emit(indent, "}")
 
 
+def kernel_args(plan: KernelPlan) -> list:
+    """Buffer names in parameter order: the buffers only read, then those written."""
+    return [b for b in plan.reads if b not in plan.writes] + list(plan.writes)
+
+
+def signature(plan: KernelPlan) -> str:
+    """``extern "C" void name(...) {``: read-only buffers const, every pointer restrict
+    except a buffer the kernel both reads and writes (updated in place)."""
+    params = []
+    for b in kernel_args(plan):
+        t = ctype(plan.dtypes[b])
+        if b not in plan.writes:
+            params.append(f"const {t}* __restrict {b}")
+        else:
+            params.append(f"{t}* {'' if b in plan.reads else '__restrict '}{b}")
+    return f'extern "C" void {plan.name}({", ".join(params)}) {{'
+
+
 def hoist_invariants(lines: list, exprs: list, extents: dict, counter) -> dict:
     """Compute once, before any loop, what depends on no loop variable: scalar loads
     and the math on them (Adam's bias corrections, powf of a step count). Returns
@@ -500,15 +508,11 @@ class CppForeach:
 
     @property
     def args(self) -> list:
-        reads = [b for b in self.plan.reads if b not in self.plan.writes]
-        return reads + list(self.plan.writes)
+        return kernel_args(self.plan)
 
     def source(self) -> str:
         plan = self.plan
-        params = [f"const {ctype(plan.dtypes[b])}* __restrict {b}" if b not in plan.writes
-                  else f"{ctype(plan.dtypes[b])}* __restrict {b}" for b in self.args]
-        lines = [f"// {plan.name}: foreach of {len(self.parts)}; ops: {', '.join(plan.origins)}",
-                 f'extern "C" void {plan.name}({", ".join(params)}) {{']
+        lines = [f"// {plan.name}: foreach of {len(self.parts)}; ops: {', '.join(plan.origins)}", signature(plan)]
         exprs = [e for part in self.parts for e in part.plan.expressions()]
         hoisted = hoist_invariants(lines, exprs, plan.extents, self.counter)
         lines += [f"  #pragma omp parallel num_threads({self.threads})", "  {"]

@@ -45,7 +45,7 @@ import torch
 
 from benchmarks import model_zoo
 from benchmarks.measure import sync, time_cpu, time_gpu
-from benchmarks.run import _machine, _ms, _private_caches, _version, source_id, write_section
+from benchmarks.run import machine, ms_text, private_caches, version_of, source_id, write_section
 from conformance.models import GraphRecorder, cosine
 
 COMPILERS = ("inductor", "braze")
@@ -73,7 +73,7 @@ def main(argv=None) -> None:
     section = f"models-{torch.device(ns.device).type}"
     scratch = tempfile.mkdtemp(prefix="braze-models-")
     try:
-        _private_caches(scratch)  # before braze, Inductor and Triton read them: every compile is cold
+        private_caches(scratch)  # before braze, Inductor and Triton read them: every compile is cold
         import braze
         head = _header(command, ns.device, source_id(os.path.dirname(braze.__file__)))
         print("\n".join(head + _table_head()), flush=True)
@@ -322,8 +322,8 @@ def warm_child(device: str, tiny: bool) -> dict:
 # --- report -----------------------------------------------------------------------------
 
 def _header(command: str, device: str, braze_source: str) -> list:
-    versions = ", ".join(f"{m} {_version(m)}" for m in ("torch", "triton", "transformers", "timm", "torchvision"))
-    return [f"Command: `{command}`  ", f"Device: {_machine(device)}  ",
+    versions = ", ".join(f"{m} {version_of(m)}" for m in ("torch", "triton", "transformers", "timm", "torchvision"))
+    return [f"Command: `{command}`  ", f"Device: {machine(device)}  ",
             f"Software: {versions}, Python {platform.python_version()}  ", f"braze: {braze_source}  ",
             f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}", ""]
 
@@ -336,7 +336,7 @@ def _table_row(r: dict) -> str:
     if r.get("skipped") or r.get("error"):
         cells = ["skipped" if r.get("skipped") else "error"] + ["—"] * (len(HEAD) - 4)
         return "| " + " | ".join([r["model"], r["mode"], r["batch"]] + cells) + " |"
-    cells = [r["model"], r["mode"], r["batch"], _ms(r.get("eager_ms"))]
+    cells = [r["model"], r["mode"], r["batch"], ms_text(r.get("eager_ms"))]
     cells += [_run_cell(r, c) for c in COMPILERS]
     cells += [_compile_cell(r.get(c)) for c in COMPILERS]
     cells += [_cos_cell(r), _fallback_cell(r.get("braze", {}))]
@@ -349,7 +349,7 @@ def _run_cell(r: dict, compiler: str) -> str:
         return "—"
     if "error" in m:
         return "error"
-    return f"{_ms(m['ms'])} ({r['eager_ms'] / m['ms']:.2f}×)" if "ms" in m else "—"
+    return f"{ms_text(m['ms'])} ({r['eager_ms'] / m['ms']:.2f}×)" if "ms" in m else "—"
 
 
 def _compile_cell(m) -> str:

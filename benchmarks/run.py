@@ -62,7 +62,7 @@ def main(argv=None) -> None:
     scratch = tempfile.mkdtemp(prefix="braze-bench-")
     try:
         source = _snapshot_braze(scratch)
-        _private_caches(os.path.join(scratch, "main"))
+        private_caches(os.path.join(scratch, "main"))
         if ns.threads:
             torch.set_num_threads(ns.threads)
         section = device if device != "cpu" else f"cpu-{torch.get_num_threads()}thread"
@@ -112,7 +112,7 @@ def source_id(package_dir: str) -> str:
     return f"{_git_commit()}, sources sha256 {digest.hexdigest()[:12]}"
 
 
-def _private_caches(root: str) -> dict:
+def private_caches(root: str) -> dict:
     """Fresh Inductor, Triton and braze cache directories under ``root``; set in os.environ."""
     env = {var: os.path.join(root, sub) for var, sub in
            (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton"), ("BRAZE_CACHE_DIR", "braze"))}
@@ -128,12 +128,7 @@ def run_workload(w, device: str, budget: float, copy_gbs) -> dict:
     import braze
     case = w.build(device)
     row = {"name": w.name, "shape": case.shape, "note": w.note}
-    graphs, failures = [], []
-
-    def listen(item):
-        (failures.append(item[1:]) if isinstance(item, tuple) else graphs.append(item))
-    braze.backend._listeners.append(listen)
-    try:
+    with braze.backend.Recording() as recording:
         fns = {"eager": case.fn, "inductor": torch.compile(case.fn),
                "braze": torch.compile(case.fn, backend="braze")}
         first = case.make_inputs(0)
@@ -155,8 +150,7 @@ def run_workload(w, device: str, budget: float, copy_gbs) -> dict:
             row["sets"] = len(sets)
             row["times"] = {name: summarize(t) for name, t in time_cpu(calls, sets, budget).items()}
         sync(device)
-    finally:
-        braze.backend._listeners.remove(listen)
+    graphs, failures = recording.graphs, [f[1:] for f in recording.failures]
     row["kernels"] = sum(len(g.kernels) for g in graphs)
     row["graphs"] = len(graphs)
     row["fallbacks"] = sorted({f for g in graphs for f in g.fallbacks})
@@ -179,7 +173,7 @@ def compile_times(name: str, backend: str, device: str, scratch: str) -> dict:
     """Cold cache: fresh directories and process; warm: the same directories, a new process."""
     root = tempfile.mkdtemp(dir=scratch, prefix="compile-")
     env = dict(os.environ)
-    env.update(_private_caches(root))
+    env.update(private_caches(root))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     env["OMP_NUM_THREADS"] = str(torch.get_num_threads())  # the same threads as the run-time measurements
     result = {"name": name, "backend": backend}
@@ -203,8 +197,8 @@ def render(section: str, device: str, command: str, rows: list, compile_rows: li
            source: str, compile_jobs: int = 1) -> str:
     gpu = torch.device(device).type == "cuda"
     out = [f"<!-- results:{section} start -->", f"## Results: {section}", "",
-           f"Command: `{command}`  ", f"Machine: {_machine(device)}  ",
-           f"Software: torch {torch.__version__}, triton {_version('triton')}, Python {platform.python_version()}, "
+           f"Command: `{command}`  ", f"Machine: {machine(device)}  ",
+           f"Software: torch {torch.__version__}, triton {version_of('triton')}, Python {platform.python_version()}, "
            f"braze {source}  ",
            f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}; load average {load[0]:.2f} at start, "
            f"{load[-1]:.2f} at end (the machine is shared: read small differences as noise)", ""]
@@ -236,7 +230,7 @@ def _time_table(rows: list, gpu: bool, copy_gbs) -> list:
     for r in rows:
         t = {k: v["median"] for k, v in r["times"].items()}
         speed = {k: t["eager"] / t[k] if k in t else None for k in BACKENDS}
-        cells = [r["name"], r["shape"], _ms(t.get("eager")), _ms(t.get("inductor")), _ms(t.get("braze")),
+        cells = [r["name"], r["shape"], ms_text(t.get("eager")), ms_text(t.get("inductor")), ms_text(t.get("braze")),
                  _x(speed["inductor"]), _x(speed["braze"]),
                  _x(t["inductor"] / t["braze"]) if "inductor" in t and "braze" in t else "—"]
         if gpu:
@@ -245,7 +239,7 @@ def _time_table(rows: list, gpu: bool, copy_gbs) -> list:
                       f"{100 * gbs['braze'] / copy_gbs:.0f}%" if "braze" in gbs else "—"]
         else:
             iqr = max((v["p75"] - v["p25"]) / v["median"] for v in r["times"].values())
-            cells += [" · ".join(_ms(r["times"][k]["min"]) if k in r["times"] else "—" for k in BACKENDS),
+            cells += [" · ".join(ms_text(r["times"][k]["min"]) if k in r["times"] else "—" for k in BACKENDS),
                       f"{100 * iqr:.0f}%", str(min(v["n"] for v in r["times"].values())), str(r["sets"])]
         cells += [_kernels(r), _check(r)]
         out.append("| " + " | ".join(cells) + " |")
@@ -328,7 +322,7 @@ def _threads() -> str:
     return f"{n} thread" + ("s" if n != 1 else "")
 
 
-def _ms(v) -> str:
+def ms_text(v) -> str:
     return "—" if v is None else (f"{v:.3f}" if v < 1 else f"{v:.2f}" if v < 100 else f"{v:.0f}")
 
 
@@ -336,7 +330,7 @@ def _x(v) -> str:
     return "—" if v is None else f"{v:.2f}×"
 
 
-def _machine(device: str) -> str:
+def machine(device: str) -> str:
     if torch.device(device).type == "cuda":
         p = torch.cuda.get_device_properties(0)
         return f"{p.name}, {p.multi_processor_count} SMs, {p.total_memory / 2**30:.0f} GiB"
@@ -349,7 +343,7 @@ def _machine(device: str) -> str:
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
 
 
-def _version(module: str) -> str:
+def version_of(module: str) -> str:
     try:
         return __import__(module).__version__
     except Exception:

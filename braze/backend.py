@@ -26,7 +26,24 @@ from braze.decompositions import table
 from braze.lower import LoweringError
 
 _warned: set = set()
-_listeners: list = []  # callables receiving each CompiledGraph (braze.explain)
+_listeners: list = []  # callables receiving each CompiledGraph or failure (see Recording)
+
+
+class Recording:
+    """``with Recording() as r``: the graphs braze compiles while active (``r.graphs``,
+    ``CompiledGraph``s) and those it failed on and ran eagerly (``r.failures``, tuples
+    ``("failed", kind, message)``)."""
+
+    def __enter__(self):
+        self.graphs, self.failures = [], []
+        _listeners.append(self._listen)
+        return self
+
+    def _listen(self, item) -> None:
+        (self.failures if isinstance(item, tuple) else self.graphs).append(item)
+
+    def __exit__(self, *exc) -> None:
+        _listeners.remove(self._listen)
 
 
 def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):

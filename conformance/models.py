@@ -37,6 +37,7 @@ import traceback
 import torch
 import torch.utils._pytree as pytree
 
+from braze.backend import Recording
 from conformance.zoo import CASES
 from conformance.model_table import write_markdown
 
@@ -46,26 +47,13 @@ SEED = 0
 LR = 1e-3
 
 
-class GraphRecorder:
+class GraphRecorder(Recording):
     """Collects braze's compiled graphs and the graphs it ran eagerly (failures)."""
-
-    def __enter__(self):
-        from braze import backend as braze_backend_module
-        self._module = braze_backend_module
-        self.graphs, self.failures = [], []
-        braze_backend_module._listeners.append(self._listen)
-        return self
 
     def mark(self):
         """Graphs compiled after this call are recompilations (a second call with the
         same shapes should compile nothing)."""
         self._marked = len(self.graphs) + len(self.failures)
-
-    def _listen(self, item):
-        (self.failures if isinstance(item, tuple) else self.graphs).append(item)
-
-    def __exit__(self, *exc):
-        self._module._listeners.remove(self._listen)
 
     def summary(self) -> dict:
         kernels = collections.Counter(g.kind for g in self.graphs for _ in g.kernels)

@@ -75,21 +75,6 @@ def batched(op):
     return run_all
 
 
-class Listening:
-    """Collects braze's compiled graphs and failures while active."""
-
-    def __enter__(self):
-        self.graphs, self.failures = [], []
-        braze_backend._listeners.append(self._listen)
-        return self
-
-    def _listen(self, item):
-        (self.failures if isinstance(item, tuple) else self.graphs).append(item)
-
-    def __exit__(self, *exc):
-        braze_backend._listeners.remove(self._listen)
-
-
 @dataclass
 class Group:
     """Samples of one case that share a signature (one compiled graph serves them all)."""
@@ -107,7 +92,7 @@ def compiled_run(op, groups, backend) -> Run:
     run.grads = [[None] * len(g.members) for g in groups]
     torch._dynamo.reset()
     fn = torch.compile(batched(op), backend=backend, dynamic=False)
-    with Listening() as heard, warnings.catch_warnings():
+    with braze_backend.Recording() as heard, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for r in range(max(len(g.members) for g in groups)):
             try:

@@ -8,19 +8,8 @@ import braze
 from braze import backend as braze_backend_module
 
 
-class Compiled:
+class Compiled(braze_backend_module.Recording):
     """Counts the graphs braze compiled (so a test cannot pass by running eagerly)."""
-
-    def __enter__(self):
-        self.graphs, self.failures = [], []
-        braze_backend_module._listeners.append(self._listen)
-        return self
-
-    def _listen(self, item):
-        (self.failures if isinstance(item, tuple) else self.graphs).append(item)
-
-    def __exit__(self, *exc):
-        braze_backend_module._listeners.remove(self._listen)
 
     @property
     def kernels(self):

@@ -83,21 +83,14 @@ class Report:
 def explain(fn, *args, **kwargs) -> Report:
     report = Report()
 
-    def listen(item):
-        if isinstance(item, tuple):
-            report.failures.append(item[1:])
-        else:
-            report.graphs.append(item)
-
     def backend(gm, example_inputs):  # a fresh backend: Dynamo compiles anew for it
         return _backend.braze_backend(gm, example_inputs)
 
-    _backend._listeners.append(listen)
-    try:
+    with _backend.Recording() as recording:
         out = torch.compile(fn, backend=backend)(*args, **kwargs)
         _backward(out, fn, args, kwargs)
-    finally:
-        _backend._listeners.remove(listen)
+    report.graphs += recording.graphs
+    report.failures += [f[1:] for f in recording.failures]
     return report
 
 

@@ -394,6 +394,21 @@ def test_fused_input_mutations_read_old_values(order, backend):
     torch.testing.assert_close(b2, b)
 
 
+def test_read_of_an_input_before_its_overwrite_runs_first(backend):
+    """``step.add_(1)`` then a use of ``step``: the use reads ``step + 1`` computed from the
+    old value, so its kernel must run before the one that overwrites ``step`` (it ran
+    after, and applied the increment twice: Adam's bias corrections at the wrong step)."""
+    def fn(step, x):
+        step.add_(1)
+        x.mul_(0.5 ** step)
+    step, x = torch.tensor(float(torch.randint(0, 5, ()))), rand(37)
+    step2, x2 = step.clone(), x.clone()
+    fn(step, x)
+    torch.compile(fn, backend="braze")(step2, x2)
+    torch.testing.assert_close(step2, step)
+    torch.testing.assert_close(x2, x)
+
+
 def test_multi_tensor_optimizer_step(backend):
     """An SGD-with-momentum step over tensors of several sizes (one foreach kernel on cpp)."""
     shapes = [(100,), (37, 3), (1,), (5, 4, 3)]

@@ -18,6 +18,7 @@ Cost: proportional to the window, so near-linear for local fusions.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from braze import config
@@ -77,11 +78,11 @@ class Scheduler:
                 for out in g.nodes[0].outputs:
                     if out is not None:
                         self.group_of[out[0]] = g
-        self.order = list(self.groups)
-        self.position = {g.id: k for k, g in enumerate(self.order)}
         self.log: list[FusionRecord] = []
         self.rank = {n.name: k for k, n in enumerate(graph.nodes)}
         self._link()
+        self.order = _topological(self.groups)
+        self.position = {g.id: k for k, g in enumerate(self.order)}
 
     # ------------------------------------------------------------------ graph
 
@@ -228,3 +229,25 @@ def _extern_numel(node: ExternNode, buffer: str) -> int:
 
 
 __all__ = ["schedule", "Schedule", "Group", "FusionRecord", "Reason", "group_domain"]
+
+
+def _topological(groups: list) -> list:
+    """``groups`` in an order that respects every edge, as close to the given order as
+    possible. Graph order already respects producer edges; a read of an input's old
+    value may come after the node that overwrites it (``step.add_(1)`` then a read of
+    ``step`` inlined from before the add) and moves ahead of that write."""
+    waiting = {g.id: len(g.preds) for g in groups}
+    ready = [g.id for g in groups if not g.preds]
+    heapq.heapify(ready)
+    by_id = {g.id: g for g in groups}
+    order = []
+    while ready:
+        g = by_id[heapq.heappop(ready)]
+        order.append(g)
+        for s in g.succs:
+            waiting[s.id] -= 1
+            if not waiting[s.id]:
+                heapq.heappush(ready, s.id)
+    if len(order) != len(groups):
+        raise RuntimeError("braze: a cycle between reads of an input and its overwrite")
+    return order

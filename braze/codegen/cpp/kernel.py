@@ -9,10 +9,12 @@ Five shapes, chosen from the plan:
 - ``tiled``: a transposing pointwise kernel, in tiles (``tiles``).
 - ``row``: a reduction per outer element (rows in parallel); each reduce loop is
   split into blocks of ``lanes`` elements with one accumulator per lane, so the
-  block vectorizes; lanes are merged after the loop.
+  block vectorizes; lanes are merged after the loop. A row walked by several
+  loops keeps costly values for the later ones and prefetches the next row
+  (``rows``).
 - ``column``: the reduced dimension is strided but the innermost outer dimension
   is contiguous (a column sum): blocks of columns in parallel, one accumulator
-  per column, vectorized across the columns.
+  per column, vectorized across the columns (``columns``).
 - ``split``: few outer elements and long reductions (a full sum): each reduce
   loop is shared by all threads, per-thread partials merged in thread order
   (deterministic).
@@ -23,15 +25,17 @@ from __future__ import annotations
 import itertools
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
+from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype
+from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.fuse.kernel import KernelPlan
 from braze.ir import simplify as S
-from braze.ir.expr import EXPENSIVE, Op, free_vars, walk
+from braze.ir.expr import Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
-SCRATCH_MAX = 1 << 14  # longest row whose costly values are kept for a later loop
+LINE_BYTES = 64  # cache line
 
 
 class CppKernel:
@@ -50,6 +54,7 @@ class CppKernel:
         self.keep: dict = {}  # level -> [(expression, scratch array)] to save in that loop
         self.reuse_ids: dict = {}  # id(expression) -> scratch array holding it
         self.row_invariants: dict = {}  # id(expression) -> its name, computed once per row
+        self.prefetch: dict = {}  # level -> next-row lines to prefetch in that loop (rows.Prefetch)
         self.acc_ids = itertools.count()
         self.shape = self._choose_shape()
 
@@ -112,13 +117,16 @@ class CppKernel:
         return CPrinter(self.lines, indent, self.names, self.values, self.plan.extents, self.counter,
                         self.hoisted)
 
+    def _threaded(self) -> bool:
+        """Is there work enough for the parallel loop to use its threads?"""
+        return self.plan.outer_numel() * max(self.plan.reduce_numel(), 1) >= PARALLEL_MIN_WORK
+
     def _parallel(self, collapse: int, simd: bool = False) -> str:
-        work = self.plan.outer_numel() * max(self.plan.reduce_numel(), 1)
         clause = f" collapse({collapse})" if collapse > 1 else ""
         if self.nested:
             return f"#pragma omp for{' simd' if simd else ''}{clause} schedule(static) nowait"
         kind = "parallel for simd" if simd else "parallel for"
-        cond = "" if work >= PARALLEL_MIN_WORK else " if(0)"
+        cond = "" if self._threaded() else " if(0)"
         return f"#pragma omp {kind}{clause} num_threads({self.threads}) schedule(static){cond}"
 
     def _open_loops(self, loop_vars, indent: str) -> str:
@@ -162,24 +170,27 @@ class CppKernel:
         return list(unique.values())
 
     def _plan_scratch(self, indent: str) -> None:
-        """Costly values a later reduce loop of the same row needs again (softmax's
-        exp(x - max)) are kept in a per-row array instead of being recomputed."""
-        plan = self.plan
-        loops = [lv for lv in plan.levels if lv % 2]
-        if len(plan.reduce) != 1 or plan.reduce[0].size > SCRATCH_MAX or len(loops) < 2:
+        """Declare the per-row arrays of the values a later loop of the row needs again
+        (``rows.keeps``: softmax's exp(x - max)), kept rather than recomputed."""
+        for e, level in keeps(self.plan):
+            name = f"keep{len(self.reuse_ids)}"
+            self.reuse_ids[id(e)] = name
+            self.keep.setdefault(level, []).append((e, name))
+            self._emit(indent, f"{ctype(e.dtype)} {name}[{self.plan.reduce[0].size}];")
+
+    def _prefetch(self, level: int, indent: str) -> None:
+        """Prefetch the next row's lines of this block (``rows.prefetches``)."""
+        if not self.prefetch.get(level):
             return
-        r = plan.reduce[0]
-        seen: dict = {}  # id(expr) -> (expr, first level)
-        for level in loops:
-            for e in walk([m.value for m in self._members_at(level)]):
-                if e.op in EXPENSIVE and r in free_vars(e):
-                    if id(e) not in seen:
-                        seen[id(e)] = (e, level)
-                    elif seen[id(e)][1] != level and id(e) not in self.reuse_ids:
-                        name = f"keep{len(self.reuse_ids)}"
-                        self.reuse_ids[id(e)] = name
-                        self.keep.setdefault(seen[id(e)][1], []).append((e, name))
-                        self._emit(indent, f"{ctype(e.dtype)} {name}[{r.size}];")
+        names = {**self.names, self.plan.reduce[-1]: "rb"}
+        printer = CPrinter(self.lines, indent, names, self.values, self.plan.extents, self.counter,
+                           {**self.hoisted, **self.row_invariants})
+        for p in self.prefetch[level]:
+            position = printer(p.position)
+            step = max(1, LINE_BYTES // self.plan.dtypes[p.buffer].itemsize)
+            for offset in range(0, self.lanes, step):
+                self._emit(indent, f"__builtin_prefetch(&{p.buffer}[{position} + {p.row_step + offset}], "
+                                   f"{int(p.write)}, 3);")
 
     def _hoist_row_invariants(self, level: int, indent: str) -> None:
         """Compute before a row's reduce loop what depends on no reduce variable (per-row
@@ -255,6 +266,7 @@ class CppKernel:
             if distribute and not outer_r:
                 self._emit(inner, "#pragma omp for schedule(static)")
             self._emit(inner, f"for (int64_t rb = 0; rb < {main}; rb += {lanes}) {{")
+            self._prefetch(level, inner + "  ")
             if block_count:
                 self._emit(inner, "  blocks += 1;")
                 self._emit(inner, "  const double inv_blocks = 1.0 / blocks;")
@@ -336,6 +348,7 @@ class CppKernel:
             self._emit(indent, self._parallel(len(plan.outer)))
         inner = self._open_loops(plan.outer, indent)
         self._plan_scratch(inner)
+        self.prefetch = prefetches(plan)
         for level in plan.levels:
             if level % 2 == 0:
                 printer = self._printer(inner)
@@ -354,61 +367,7 @@ class CppKernel:
         self._close_loops(len(plan.outer), inner)
 
     def _column(self) -> None:
-        plan = self.plan
-        *outer, x_in = plan.outer
-        block = max(8, min(64, self.lanes * 4))
-        indent = "  "
-        self._emit(indent, self._parallel(len(outer) + 1))
-        inner = self._open_loops(outer, indent)
-        self._emit(inner, f"for (int64_t xb = 0; xb < {x_in.size}; xb += {block}) {{")
-        inner += "  "
-        self._emit(inner, f"const int64_t nb = {x_in.size} - xb < {block} ? {x_in.size} - xb : {block};")
-        for level in plan.levels:
-            members = self._members_at(level)
-            if level % 2 == 0:
-                self._column_epilogue(members, inner, block, x_in)
-                continue
-            accs = self._accumulators([m for m in members if m.reduce_op])
-            self._declare(accs, block, inner, count="nb")
-            counted = any(a.family == "welford" for a in accs)
-            if counted:
-                self._emit(inner, "double blocks = 0;  // every column has seen this many elements")
-            r_inner = self._open_loops(plan.reduce, inner)
-            if counted:
-                self._emit(r_inner, "blocks += 1;")
-                self._emit(r_inner, "const double inv_blocks = 1.0 / blocks;")
-            self._emit(r_inner, "#pragma omp simd")
-            self._emit(r_inner, "for (int64_t l = 0; l < nb; l++) {")
-            self._emit(r_inner, f"  const int64_t {x_in.name} = xb + l;")
-            self._updated = set()
-            self._lane_body(level, r_inner + "  ", "l", block=("blocks", "inv_blocks") if counted else None)
-            self._emit(r_inner, "}")
-            self._close_loops(len(plan.reduce), r_inner)
-            self._set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[l]"))
-            if any(m.store is not None for m in members if m.reduce_op):
-                self._emit(inner, "for (int64_t l = 0; l < nb; l++) {")
-                self._emit(inner, f"  const int64_t {x_in.name} = xb + l;")
-                self._store_results(level, inner + "  ")
-                self._emit(inner, "}")
-        self._emit(inner[:-2], "}")
-        self._close_loops(len(outer), inner[:-2])
-
-    def _column_epilogue(self, members, indent: str, block: int, x_in) -> None:
-        if not members:
-            return
-        for m in members:
-            self._emit(indent, f"{ctype(m.value.dtype)} o_{m.name}[{block}];")
-        self._emit(indent, "#pragma omp simd")
-        self._emit(indent, "for (int64_t l = 0; l < nb; l++) {")
-        self._emit(indent, f"  const int64_t {x_in.name} = xb + l;")
-        printer = self._printer(indent + "  ")
-        self._preload(members, printer)
-        for m in members:
-            value = self._compute(m, printer, indent + "  ")
-            self._emit(indent + "  ", f"o_{m.name}[l] = {value};")
-        self._emit(indent, "}")
-        for m in members:
-            self.values[m.name] = f"o_{m.name}[l]"
+        emit_column(self)
 
     def _split(self) -> None:
         plan = self.plan

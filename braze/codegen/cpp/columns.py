@@ -1,0 +1,151 @@
+"""Column kernels of the C++ backend: reductions down a strided dimension (``x.sum(0)``).
+
+Takes: a ``CppKernel`` of shape ``column`` (the innermost outer dimension ``x`` is
+contiguous, the reduced one strided). Gives: ``emit_column(kernel)``, its loops.
+
+Columns are cut into blocks, in parallel. A block keeps one accumulator per
+column (in L1) and walks the reduced rows in order; each row's slice of the block
+is read contiguously, vectorized across the columns. Blocks are as wide as
+``ACC_BYTES`` of accumulators allow (narrower only to give every thread a block):
+a wide slice is a long run the hardware prefetcher follows, where a narrow one
+(64 columns of a 2048-wide fp32 matrix: 256 bytes, then the next row 8 KiB away)
+waits on memory every row. The row loop is unrolled ``UNROLL`` times, each copy
+folding one row in order, so each column still sums its rows one by one (the same
+result) while its accumulator is loaded and stored once per ``UNROLL`` rows.
+Measured (2048² fp32 ``sum(0)``, one thread, medians of one interleaved run): 64-column
+blocks 2.9 ms; 2048-column blocks 1.8 ms; and unrolled by 2, 4 or 8: 1.4, 1.3, 1.5 ms
+(eager 3.1 ms).
+"""
+from __future__ import annotations
+
+from braze.codegen.cpp.accumulate import accumulator_for
+from braze.codegen.cpp.exprs import ctype
+
+ACC_BYTES = 1 << 14  # accumulators and epilogue values of a block (half of L1)
+MIN_BLOCK = 64  # columns, however large a column's accumulators
+UNROLL = 4  # rows folded per pass over a block's accumulators
+CBYTES = {  # sizes of the C types of accumulator fields and epilogue values
+    "double": 8, "float": 4, "int64_t": 8, "int32_t": 4, "int16_t": 2, "int8_t": 1, "uint8_t": 1,
+    "bool": 1, "f16_t": 2, "bf16_t": 2,
+}
+
+
+def emit_column(kernel) -> None:
+    plan = kernel.plan
+    *outer, x_in = plan.outer
+    block = block_width(kernel)
+    indent = "  "
+    kernel._emit(indent, kernel._parallel(len(outer) + 1))
+    inner = kernel._open_loops(outer, indent)
+    kernel._emit(inner, f"for (int64_t xb = 0; xb < {x_in.size}; xb += {block}) {{")
+    inner += "  "
+    kernel._emit(inner, f"const int64_t nb = {x_in.size} - xb < {block} ? {x_in.size} - xb : {block};")
+    for level in plan.levels:
+        members = kernel._members_at(level)
+        if level % 2 == 0:
+            _epilogue(kernel, members, inner, block, x_in)
+        else:
+            _reduce(kernel, level, members, inner, block, x_in)
+    kernel._emit(inner[:-2], "}")
+    kernel._close_loops(len(outer), inner[:-2])
+
+
+def block_width(kernel) -> int:
+    """Columns per block: a power of two whose accumulators fit ``ACC_BYTES``, at most
+    the columns there are (in whole lanes), narrower where threads would go idle."""
+    plan, lanes = kernel.plan, kernel.lanes
+    x_in = plan.outer[-1]
+    per_column = _bytes_per_column(plan)
+    width = MIN_BLOCK
+    while 2 * width * per_column <= ACC_BYTES:
+        width *= 2
+    width = min(width, _round_up(x_in.size, lanes))
+    threads = kernel.threads if kernel._threaded() else 1
+    blocks_wanted = -(-threads // (plan.outer_numel() // x_in.size))  # per row of columns
+    if blocks_wanted > 1:
+        width = min(width, _round_up(-(-x_in.size // blocks_wanted), lanes))
+    return width
+
+
+def _round_up(n: int, k: int) -> int:
+    return -(-n // k) * k
+
+
+def _bytes_per_column(plan) -> int:
+    """Stack bytes a column takes in a block: accumulator fields (one set per distinct
+    reduction) and epilogue values."""
+    total, seen = 0, set()
+    for m in plan.members:
+        if m.reduce_op is not None:
+            acc = accumulator_for(m, "")
+            if (acc.family, id(m.value)) not in seen:  # siblings share one (``_accumulators``)
+                seen.add((acc.family, id(m.value)))
+                total += sum(CBYTES[t] for _, t, _ in acc.fields())
+        elif m.level % 2 == 0:
+            total += CBYTES[ctype(m.value.dtype)]
+    return max(total, 1)
+
+
+def _reduce(kernel, level: int, members, indent: str, block: int, x_in) -> None:
+    """One reduce level: accumulators for the block, the rows folded in, results stored."""
+    plan = kernel.plan
+    accs = kernel._accumulators([m for m in members if m.reduce_op])
+    kernel._declare(accs, block, indent, count="nb")
+    counted = any(a.family == "welford" for a in accs)
+    if counted:
+        kernel._emit(indent, "double blocks = 0;  // every column has seen this many elements")
+    *outer_r, last = plan.reduce
+    r_inner = kernel._open_loops(outer_r, indent)
+    unroll = 1 if counted else min(UNROLL, last.size)
+    main = last.size - last.size % unroll
+    _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = 0; rb < {main}; rb += {unroll})", unroll, counted)
+    if main < last.size:
+        _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = {main}; rb < {last.size}; rb++)", 1, counted)
+    kernel._close_loops(len(outer_r), r_inner)
+    kernel._set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[l]"))
+    if any(m.store is not None for m in members if m.reduce_op):
+        kernel._emit(indent, "for (int64_t l = 0; l < nb; l++) {")
+        kernel._emit(indent, f"  const int64_t {x_in.name} = xb + l;")
+        kernel._store_results(level, indent + "  ")
+        kernel._emit(indent, "}")
+
+
+def _rows(kernel, level: int, indent: str, x_in, loop: str, count: int, counted: bool) -> None:
+    """``loop`` over rows ``rb``; in its body the block's columns (vectorized) fold in
+    rows ``rb`` .. ``rb + count - 1``, in order."""
+    r = kernel.plan.reduce[-1]
+    kernel._emit(indent, loop + " {")
+    body = indent + "  "
+    if counted:
+        kernel._emit(body, "blocks += 1;")
+        kernel._emit(body, "const double inv_blocks = 1.0 / blocks;")
+    kernel._emit(body, "#pragma omp simd")
+    kernel._emit(body, "for (int64_t l = 0; l < nb; l++) {")
+    kernel._emit(body, f"  const int64_t {x_in.name} = xb + l;")
+    for u in range(count):
+        kernel._emit(body, "  {")
+        kernel._emit(body, f"    const int64_t {r.name} = rb + {u};")
+        kernel._updated = set()
+        kernel._lane_body(level, body + "    ", "l", block=("blocks", "inv_blocks") if counted else None)
+        kernel._emit(body, "  }")
+    kernel._emit(body, "}")
+    kernel._emit(indent, "}")
+
+
+def _epilogue(kernel, members, indent: str, block: int, x_in) -> None:
+    """Per-column values between reduce levels, kept in a block array for the next."""
+    if not members:
+        return
+    for m in members:
+        kernel._emit(indent, f"{ctype(m.value.dtype)} o_{m.name}[{block}];")
+    kernel._emit(indent, "#pragma omp simd")
+    kernel._emit(indent, "for (int64_t l = 0; l < nb; l++) {")
+    kernel._emit(indent, f"  const int64_t {x_in.name} = xb + l;")
+    printer = kernel._printer(indent + "  ")
+    kernel._preload(members, printer)
+    for m in members:
+        value = kernel._compute(m, printer, indent + "  ")
+        kernel._emit(indent + "  ", f"o_{m.name}[l] = {value};")
+    kernel._emit(indent, "}")
+    for m in members:
+        kernel.values[m.name] = f"o_{m.name}[l]"

@@ -14,6 +14,8 @@ pad: ``guards``), or else clamped, so a load in a branch that is not taken
 never leaves its buffer; every load is masked by the axes it varies along.
 Float32 division and square root use the IEEE-rounded forms (``div_rn``,
 ``sqrt_rn``): plain ``/`` and ``tl.sqrt`` are approximate on NVIDIA GPUs.
+Float negation flips the sign bit (helper ``negate``): Triton's unary minus is
+``0 - x``, which gives +0.0 for 0.0 and keeps the sign of NaN.
 """
 from __future__ import annotations
 
@@ -80,6 +82,12 @@ def literal(value, dtype) -> str:
 
 
 def full(value_text: str, dtype, shape: str = "[]", index_type: str = "tl.int32") -> str:
+    """A tensor of ``shape`` filled with a literal. A bfloat16 one is made in float32
+    and rounded: Triton builds a bfloat16 constant from ``std::to_string`` of the value
+    (six decimals, so 1e-7 becomes 0), and its interpreter cannot build one at all;
+    float32 then bfloat16 rounds as eager's ``full`` does (double to float to bfloat16)."""
+    if dtype is torch.bfloat16:
+        return f"tl.full({shape}, {value_text}, tl.float32).to(tl.bfloat16)"
     return f"tl.full({shape}, {value_text}, {tl_type(dtype, index_type)})"
 
 
@@ -218,6 +226,8 @@ class Printer:
         f32 = dtype is torch.float32
         if op in SYMBOLS:
             return f"{a} {SYMBOLS[op]} {args[1]}"
+        if op is Op.NEXTAFTER and dtype in (torch.bfloat16, torch.float16):
+            return f"{self._use('nextafter_16')}({a}, {args[1]})"
         if op in LIBDEVICE:
             return f"libdevice.{LIBDEVICE[op]}({', '.join(args)})"
         t = TL_TYPES[dtype]
@@ -225,7 +235,7 @@ class Printer:
         sqrt = "tl.sqrt_rn" if f32 else "tl.sqrt"
         simple = {
             Op.TRUEDIV: lambda: div(a, args[-1]),
-            Op.NEG: lambda: f"-{a}",
+            Op.NEG: lambda: f"{self._use('negate')}({a})",
             Op.ABS: lambda: f"tl.abs({a})",
             Op.SQRT: lambda: f"{sqrt}({a})",
             Op.RSQRT: lambda: div("1.0", f"{sqrt}({a})"),

@@ -182,7 +182,8 @@ def digamma(value):
     out = tl.where(y == 10.0, result + 2.25175258906672110764, result + libdevice.log(y) - 0.5 / y - series)
     out = out - shift
     out = tl.where(reflect & (x == libdevice.trunc(x)), float("nan"), out)
-    out = tl.where(x == 0, libdevice.copysign(tl.full(x.shape, float("inf"), tl.float64), -x), out)
+    # -inf at +0.0, +inf at -0.0 (0.0 - y, not -x: Triton's -x is 0 - x, +0.0 for 0.0)
+    out = tl.where(x == 0, 0.0 - libdevice.copysign(tl.full(x.shape, float("inf"), tl.float64), x), out)
     return out.to(value.dtype)
 '''),
     "fmax": ("", '''
@@ -196,6 +197,37 @@ def fmax(a, b):
 def fmin(a, b):
     """C's fmin: the smaller of a and b, ignoring a NaN (NaN only if both are)."""
     return tl.where(a != a, b, tl.where(b != b, a, tl.minimum(a, b)))
+'''),
+    "negate": ("", '''
+@triton.jit
+def negate(x):
+    """-x on floats by flipping the sign bit, as eager negates: Triton's -x is 0 - x,
+    which gives +0.0 for 0.0 and leaves the sign of NaN."""
+    if x.dtype == tl.float64:
+        out = (x.to(tl.int64, bitcast=True) ^ -9223372036854775808).to(tl.float64, bitcast=True)
+    elif x.dtype == tl.float32:
+        out = (x.to(tl.int32, bitcast=True) ^ -2147483648).to(tl.float32, bitcast=True)
+    else:
+        out = (x.to(tl.int16, bitcast=True) ^ tl.full([], -32768, tl.int16)).to(x.dtype, bitcast=True)
+    return out
+'''),
+    "nextafter_16": ("", '''
+@triton.jit
+def nextafter_16(a, b):
+    """C's nextafter on a 16-bit float (bfloat16, float16): one step of the bit pattern
+    from a toward b, as c10's BFloat16 and Half do (libdevice has float32 and float64
+    only). Equal values give a, two zeros give b, NaN gives NaN."""
+    ia = a.to(tl.int16, bitcast=True).to(tl.int32)
+    ib = b.to(tl.int16, bitcast=True).to(tl.int32)
+    abs_a = ia & 0x7FFF
+    abs_b = ib & 0x7FFF
+    down = (abs_a > abs_b) | ((ia < 0) != (ib < 0))
+    step = tl.where(abs_a == 0, (ib & -32768) | 1, tl.where(down, ia - 1, ia + 1))
+    out = tl.where(ia == ib, a, step.to(tl.int16).to(a.dtype, bitcast=True))
+    out = tl.where((abs_a == 0) & (abs_b == 0), b, out)
+    wide_a = a.to(tl.float32)
+    wide_b = b.to(tl.float32)
+    return tl.where((wide_a != wide_a) | (wide_b != wide_b), (wide_a + wide_b).to(a.dtype), out)
 '''),
     # ------------------------------------------------------------ reductions
     "maximum_nan": ("", '''

@@ -2,15 +2,20 @@
 
 Takes: nothing. Gives: ``libdevice``, a namespace with the libdevice functions
 generated kernels call, computing on the interpreter's NumPy arrays with
-PyTorch's CPU kernels. Triton's interpreter runs ``tl.*`` itself but leaves
-``triton.language.extra.libdevice`` as stubs that return ``None``; a kernel
-module loaded for the interpreter gets this namespace as its ``libdevice``.
+PyTorch's CPU kernels; like libdevice it takes float32 and float64 only (a
+bfloat16 array holds bit patterns, which it would misread). Triton's interpreter
+runs ``tl.*`` itself but leaves ``triton.language.extra.libdevice`` as stubs that
+return ``None``; a kernel module loaded for the interpreter gets this namespace
+as its ``libdevice``.
 
-It also gives ``install``, two fixes to the interpreter: it rounds float32 to
-bfloat16 by truncation (GPUs round to nearest even), and it folds ``tl.reduce`` with
-a user combine function one element at a time in Python (minutes for a few
-thousand rows); braze's combine helpers are associative and elementwise, so
-their reductions are run as a vectorized tree instead.
+It also gives ``install``, fixes to the interpreter's own faults: it converts to
+bfloat16 by truncating float32 and by taking integers as bit patterns (GPUs round
+to nearest even); it types a comparison's result with its operands' dtype instead
+of ``int1``, so a scalar comparison broadcast to a block becomes floats and a
+following ``&``/``|``/``^`` fails in NumPy; and it folds ``tl.reduce`` with a user
+combine function one element at a time in Python (minutes for a few thousand
+rows); braze's combine helpers are associative and elementwise, so their
+reductions are run as a vectorized tree instead.
 
 This is test support only: on a GPU the same kernel text calls the real
 libdevice and Triton's own reductions, and this module is never used.
@@ -48,8 +53,11 @@ def _wrap(result: np.ndarray, like: tl.tensor, dtype=None) -> tl.tensor:
     return tl.tensor(TensorHandle(result, scalar), ty)
 
 
-def _elementwise(fn, *args):
+def _elementwise(name, fn, *args):
     tensors = [a for a in args if isinstance(a, tl.tensor)]
+    for t in tensors:  # as on a GPU, where libdevice has no 16-bit float versions
+        if t.type.scalar.is_floating() and t.type.scalar not in (tl.float32, tl.float64):
+            raise TypeError(f"libdevice.{name} takes float32 or float64, not {t.type.scalar}")
     like = next((t for t in tensors if t.type.is_block()), tensors[0])
     shape = np.broadcast_shapes(*(np.shape(_data(a)) for a in args))
     arrays = [np.broadcast_to(_data(a), shape) for a in args]
@@ -64,7 +72,7 @@ def _signbit(x):
 def _make() -> types.SimpleNamespace:
     functions = {}
     for name, fn in {**_UNARY, **_BINARY}.items():
-        functions[name] = (lambda fn: lambda *args, **_: _elementwise(fn, *args))(fn)
+        functions[name] = (lambda name, fn: lambda *args, **_: _elementwise(name, fn, *args))(name, fn)
     functions["signbit"] = lambda x, **_: _signbit(x)
     return types.SimpleNamespace(**functions)
 
@@ -104,22 +112,43 @@ def _tree_reduce(reduce_op, inputs):
 
 def _cast_to_bf16(builder_cls):
     """Round to bfloat16 to nearest even, as the GPU's ``cvt.rn.bf16`` does (the
-    interpreter truncates float32 and reinterprets float64 as integers)."""
+    interpreter truncates float32, and takes the bits of float64 values and the
+    values of integers and bools as bfloat16 bit patterns). Integers go through
+    float32, as eager converts them."""
     from triton.runtime.interpreter import TensorHandle
     original = builder_cls.cast_impl
 
     def cast_impl(self, src, dst_type):
-        if dst_type.scalar == tl.bfloat16 and src.dtype.scalar in (tl.float32, tl.float64):
-            rounded = torch.from_numpy(np.array(src.data)).to(torch.bfloat16).view(torch.int16)
+        source = src.dtype.scalar
+        if dst_type.scalar == tl.bfloat16 and (source in (tl.float32, tl.float64) or source.is_int()):
+            values = torch.from_numpy(np.array(src.data))
+            values = values if source.is_floating() else values.to(torch.float32)
+            rounded = values.to(torch.bfloat16).view(torch.int16)
             return TensorHandle(rounded.numpy().view(np.uint16), dst_type.scalar)
         return original(self, src, dst_type)
     builder_cls.cast_impl = cast_impl
 
 
+def _compare_to_int1(builder_cls):
+    """Comparisons give ``int1`` values, as compiled Triton's do. The interpreter keeps
+    the operands' dtype on the result (its data is NumPy bool), and ``tl.broadcast``
+    of a scalar converts the data to that dtype: ``(scalar != 0.0) & (block != 0.0)``
+    then meets float32 0.0/1.0 and NumPy's ``bitwise_and`` refuses it. The kernel
+    text is right (GPUs run it); only the interpreter's bookkeeping is wrong."""
+    from triton.runtime.interpreter import TensorHandle
+
+    def typed(original):
+        return lambda self, lhs, rhs: TensorHandle(original(self, lhs, rhs).data, tl.int1)
+    for name in dir(builder_cls):
+        if name.startswith(("create_icmp", "create_fcmp")):
+            setattr(builder_cls, name, typed(getattr(builder_cls, name)))
+
+
 def install() -> None:
     """Once per process: route ``tl.reduce`` calls whose combine function is a braze
     helper through ``_tree_reduce`` (other Triton code keeps the interpreter's own
-    path), and round float32 to bfloat16 as GPUs do."""
+    path), convert floats and integers to bfloat16 as GPUs do, and type comparisons
+    as ``int1``."""
     from triton.runtime import interpreter
     ops = interpreter.ReduceOps
     if getattr(ops, "_braze_fast", False):
@@ -134,3 +163,4 @@ def install() -> None:
     ops.generic_reduce = generic_reduce
     ops._braze_fast = True
     _cast_to_bf16(interpreter.InterpreterBuilder)
+    _compare_to_int1(interpreter.InterpreterBuilder)

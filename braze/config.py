@@ -61,11 +61,15 @@ KNOBS = (
     # lowering
     Knob("fallback_ops", "BRAZE_FALLBACK_OPS", frozenset(), _names,
          "comma-separated ATen ops to run through ATen even if braze can lower them, e.g. 'aten.exp'"),
+    Knob("channels_last_convs", "BRAZE_CHANNELS_LAST_CONVS", "auto", str,
+         "4-D convolutions and the ops between them in channels-last: 'auto' (CUDA), 'on', 'off'"),
     Knob("specialize_dynamic", "BRAZE_SPECIALIZE_DYNAMIC", True, _flag,
          "compile graphs with symbolic sizes once per concrete shape at run time"),
     # inlining and fusion
     Knob("inline_max_ops", "BRAZE_INLINE_MAX_OPS", 24, int,
          "a buffer read more than once is recomputed in its readers only if it costs at most this many ops"),
+    Knob("inline_max_loads", "BRAZE_INLINE_MAX_LOADS", 3, int,
+         "a buffer read more than once is stored if its expression loads more buffers of its size than this"),
     Knob("inline_max_body", "BRAZE_INLINE_MAX_BODY", 400, int,
          "a buffer whose expression has grown past this many ops is stored, whatever its readers"),
     Knob("fuse", "BRAZE_FUSE", True, _flag, "fuse buffers into shared kernels (off: one kernel per stored buffer)"),
@@ -90,6 +94,9 @@ KNOBS = (
     Knob("check_indices", "BRAZE_CHECK_INDICES", False, _flag,
          "check indirect indices (gather, index) at run time and raise on out-of-range ones"),
     Knob("autotune", "BRAZE_AUTOTUNE", False, _flag, "triton: try a few launch configurations per kernel, cached"),
+    Knob("foreach_max_parts", "BRAZE_FOREACH_MAX_PARTS", 8, int,
+         "triton: most tensors one foreach kernel updates (its compile time grows faster than that); "
+         "longer runs are split into kernels of about equal length"),
     Knob("cudagraphs", "BRAZE_CUDAGRAPHS", False, _flag, "triton: replay compiled graphs through CUDA graphs"),
     Knob("compile_workers", "BRAZE_COMPILE_WORKERS", 0, int,
          "triton: processes that compile kernels in parallel (0: as many as cores, at most 8)"),

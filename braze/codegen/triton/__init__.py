@@ -11,6 +11,8 @@ the kernel text under a placeholder name (``kernel``), name it by a hash of
 that text (so equal kernels are one module, whatever the plans were called),
 write and import the module (``build``), and on a GPU start compiling it at
 once. Launchers (``launch``) are built when every compile has finished.
+A foreach plan becomes one or more kernels (``foreach.split``), each a unit
+of its own, launched one after the other by the plan's one launcher.
 CUDA tensors run on the GPU; CPU tensors through ``TRITON_INTERPRET=1``.
 """
 from __future__ import annotations
@@ -23,7 +25,8 @@ from braze import config
 from braze.codegen import Built
 from braze.codegen.triton import autotune, build
 from braze.codegen.triton.helpers import HEADER, helper_source
-from braze.codegen.triton.kernel import TritonKernel
+from braze.codegen.triton.foreach import TritonForeach, split
+from braze.codegen.triton.kernel import TritonKernel, parameters
 from braze.codegen.triton.launch import Launch, LauncherSpec, make_launchers
 from braze.codegen.triton.online import fold_softmax_sums
 from braze.codegen.triton.shapes import choose, device_info
@@ -34,19 +37,25 @@ PLACEHOLDER = "KERNEL_NAME"
 
 @dataclass
 class Unit:
-    """One plan on its way to a launcher."""
+    """One kernel on its way to a launcher."""
     plan: object
-    kernel: TritonKernel
+    kernel: TritonKernel | TritonForeach
     fn: str  # the kernel function's name
     key: str  # the module's cache key
     text: str
     module: object = None
     shapes: list = field(default_factory=list)  # launch configurations to build (several: autotuning)
     tune_key: str = ""
+    launcher: str = ""  # the plan whose launcher runs it: its own, or the foreach plan it is part of
+
+    @property
+    def tunable(self) -> bool:
+        return self.launcher == self.plan.name and not self.plan.is_foreach
 
 
 class TritonBackend:
     name = "triton"
+    supports_foreach = True
 
     def __init__(self, device):
         self.device = torch.device(device)
@@ -57,15 +66,15 @@ class TritonBackend:
         gpu = not build.interpreting(self.device)
         if not gpu:
             return self._build(plans, None)
-        with build.Compiler(self.device, len(plans)) as compiler:
+        expected = sum(max(1, len(p.parts)) for p in plans)  # a foreach plan may be several kernels
+        with build.Compiler(self.device, expected) as compiler:
             return self._build(plans, compiler)
 
     def _build(self, plans: list, compiler) -> Built:
         gpu = compiler is not None
         info = device_info(self.device)
         units, hits = [], []
-        for plan in plans:
-            unit = self._generate(plan, info)
+        for unit in (u for plan in plans for u in self._units(plan, info)):
             hits.append(build.is_cached(unit.key))
             unit.module = build.load_module(unit.text, unit.key, interpret=not gpu)
             unit.shapes = self._configurations(unit, info) if gpu else [unit.kernel.shape]
@@ -74,36 +83,43 @@ class TritonBackend:
                     compiler.submit(unit.module, unit.key, launch.fn, _signature(unit, launch), launch.constexprs,
                                     {"num_warps": launch.num_warps})
             units.append(unit)
-        specs = [self._spec(unit, shape, k, compiler) for unit in units for k, shape in enumerate(unit.shapes)]
+        specs = [(u, self._spec(u, shape, k, compiler)) for u in units for k, shape in enumerate(u.shapes)]
         modules = {launch.fn: unit.module for unit in units for launch in _launches(unit, unit.shapes[0])}
-        launcher_source, objects = make_launchers(specs, modules, self.device, gpu)
+        launcher_source, objects = make_launchers(_per_plan(specs, plans), modules, self.device, gpu)
         for unit in units:
             if len(unit.shapes) > 1:
                 tried = [objects.pop(_spec_name(unit, k)) for k in range(len(unit.shapes))]
                 choices = autotune.candidates(unit.plan, unit.kernel.shape)
                 written = [k for k, b in enumerate(unit.kernel.buffers) if b in unit.plan.writes]
                 objects[unit.plan.name] = autotune.Tuner(unit.plan.name, tried, choices, unit.tune_key, written)
-        launches = {u.plan.name: f"{u.plan.name}({', '.join(u.kernel.buffers)})" for u in units}
-        shapes = {u.plan.name: u.kernel.shape.name for u in units}
+        launches = {p.name: f"{p.name}({', '.join(parameters(p))})" for p in plans}
         hit = all(hits) and (compiler is None or compiler.was_cached())
-        return Built(objects, launches, _source(units, launcher_source), shapes, hit)
+        return Built(objects, launches, _source(units, launcher_source), _shapes(units), hit)
 
-    def _generate(self, plan, info) -> Unit:
-        shape = choose(plan, info)
-        if shape.name == "row_loop":
-            plan = fold_softmax_sums(plan)
-        kernel = TritonKernel(plan, shape)
+    def _units(self, plan, info) -> list:
+        """A plan's units: one, or one per kernel of a foreach plan (``foreach.split``)."""
+        plans = split(plan, info) if plan.is_foreach else [plan]
+        return [self._generate(p, info, plan.name) for p in plans]
+
+    def _generate(self, plan, info, launcher: str) -> Unit:
+        if plan.is_foreach:
+            kernel = TritonForeach(plan, info)
+        else:
+            shape = choose(plan, info)
+            if shape.name == "row_loop":
+                plan = fold_softmax_sums(plan)
+            kernel = TritonKernel(plan, shape)
         body = kernel.source(PLACEHOLDER)
         canonical = HEADER + helper_source(kernel.helpers) + "\n\n" + body + "\n"
-        fn = f"triton_{shape.name}_{cache.key_of(canonical)[:12]}"
+        fn = f"triton_{kernel.shape.name}_{cache.key_of(canonical)[:12]}"
         text = canonical.replace(f"def {PLACEHOLDER}", f"def {fn}")
-        return Unit(plan, kernel, fn, build.module_key(text), text)
+        return Unit(plan, kernel, fn, build.module_key(text), text, launcher=launcher)
 
     def _configurations(self, unit: Unit, info) -> list:
         """The launch configurations to compile: the closed form, a recorded autotuning
         choice, or (``config.autotune``, nothing recorded) every candidate."""
         shape = unit.kernel.shape
-        if not config.autotune:
+        if not config.autotune or not unit.tunable:
             return [shape]
         unit.tune_key = autotune.record_key(unit.key, info.name)
         choice = autotune.recorded(unit.tune_key)
@@ -122,9 +138,35 @@ class TritonBackend:
         numel = shape.blocks.get("RSPLIT", 1) * unit.plan.outer_numel()
         workspaces = [(param, dtype, numel) for param, dtype, _ in unit.kernel.workspaces]
         blocks = ", ".join(f"{k}={v}" for k, v in shape.blocks.items())
-        comment = (f"{unit.plan.name}: {shape.name} ({blocks}; num_warps={shape.num_warps}); "
+        what = f"foreach of {len(unit.plan.parts)}" if unit.plan.is_foreach else shape.name
+        comment = (f"{unit.plan.name}: {what} ({blocks}; num_warps={shape.num_warps}); "
                    f"ops: {', '.join(unit.plan.origins)}")
         return LauncherSpec(_spec_name(unit, k), list(unit.kernel.buffers), launches, workspaces, comment)
+
+
+def _per_plan(specs: list, plans: list) -> list:
+    """The launcher specs: one per plan (an autotuned plan: one per configuration), a
+    foreach plan's kernels launched one after the other from one. ``specs``: (unit, spec)."""
+    merged = {p.name: LauncherSpec(p.name, list(parameters(p)), []) for p in plans if p.is_foreach}
+    out = []
+    for unit, spec in specs:
+        target = merged.get(unit.launcher)
+        if target is None:
+            out.append(spec)
+            continue
+        if not target.launches:
+            out.append(target)
+        target.launches += spec.launches
+        target.comment = "\n    ".join(filter(None, [target.comment, spec.comment]))
+    return out
+
+
+def _shapes(units: list) -> dict:
+    """Plan name -> its kernels' shapes (a foreach plan with a transposing part: "foreach+tiled")."""
+    found: dict = {}
+    for u in units:
+        found.setdefault(u.launcher, []).append(u.kernel.shape.name)
+    return {name: "+".join(dict.fromkeys(names)) for name, names in found.items()}
 
 
 def _spec_name(unit: Unit, k: int) -> str:

@@ -39,14 +39,23 @@ LOOP_WIDE_FROM = 1 << 16
 MASKS = {"x": "xmask", "y": "ymask", "r": "rmask"}
 
 
+def parameters(plan) -> dict:
+    """Buffer -> kernel parameter name: read-only buffers ``in0, ...``, then written ones
+    ``out0, ...`` (the order of a kernel's parameters and of its launcher's arguments)."""
+    reads = [b for b in plan.reads if b not in plan.writes]
+    params = {b: f"in{k}" for k, b in enumerate(reads)}
+    params.update({b: f"out{k}" for k, b in enumerate(plan.writes)})
+    return params
+
+
 class TritonKernel:
-    def __init__(self, plan: KernelPlan, shape: Shape):
+    def __init__(self, plan: KernelPlan, shape: Shape, params: dict | None = None):
+        """``params``: the parameter names of the plan's buffers when the plan is one part
+        of a larger function (a foreach kernel), else ``parameters(plan)``."""
         self.plan, self.shape = plan, shape
         self.index_type = "tl.int64" if shape.wide else "tl.int32"
-        reads = [b for b in plan.reads if b not in plan.writes]
-        self.params = {b: f"in{k}" for k, b in enumerate(reads)}
-        self.params.update({b: f"out{k}" for k, b in enumerate(plan.writes)})
-        self.buffers = reads + list(plan.writes)
+        self.params = params or parameters(plan)
+        self.buffers = list(parameters(plan))
         self.helpers: set = set()
         self.extents = plan.extents
         self.counter = itertools.count()
@@ -149,15 +158,29 @@ class TritonKernel:
 
     # ------------------------------------------------------------------ pointwise shapes
 
+    def pointwise_body(self, pid: str, indent: str, known: dict, counter) -> list:
+        """The statements of the plan's pointwise kernel for block ``pid`` (an int64 value
+        if the shape is wide), at ``indent``: a foreach kernel runs several in one function.
+        ``known``: the printed values (``Term`` by ``id`` of the expression) that the
+        function computed before; ``counter`` numbers temporaries after them."""
+        self.lines, self.counter, self.names, self.values = [], counter, {}, {}
+        self._pointwise_body(pid, indent, known)
+        return self.lines
+
     def _pointwise(self, name: str) -> None:
-        plan = self.plan
         self._begin(name, ["XBLOCK"])
-        self._emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
-        self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", "")
-        self._define_vars(plan.outer, "x")
-        self.block_axes = ("x",)
-        self._compute(plan.members, self._printer("    "), "    ", {"x"})
+        self._pointwise_body(self._pid(), "    ", {})
         self._end()
+
+    def _pointwise_body(self, pid: str, indent: str, known: dict) -> None:
+        plan = self.plan
+        self._emit(indent, f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        self._flat_index("x", "XBLOCK", f"{pid} * XBLOCK", "", indent)
+        self._define_vars(plan.outer, "x", indent)
+        self.block_axes = ("x",)
+        printer = self._printer(indent)
+        printer.memo.update(known)
+        self._compute(plan.members, printer, indent, {"x"})
 
     def _tiled(self, name: str) -> None:
         plan, split = self.plan, self.shape.tile_split

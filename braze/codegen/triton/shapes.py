@@ -6,6 +6,9 @@ number of warps and the grid, all computed once at compile time.
 
 Shapes:
 - ``pointwise``: 1-D blocks over the flattened outer loops.
+- ``foreach``: several independent 1-D pointwise plans in one launch (an
+  optimizer step): one ``XBLOCK`` for all, the grid the concatenation of each
+  plan's blocks (``braze.codegen.triton.foreach``).
 - ``tiled``: 2-D ``[YBLOCK, XBLOCK]`` tiles when a load (or a second store) is
   contiguous along another loop than the primary store (transpose, permute,
   channels-last): both sides read or write whole rows of the tile.
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from braze.fuse.legality import INNER, REDUCTION
+from braze.fuse.legality import INNER, REDUCTION, few_programs
 from braze.ir import simplify as S
 from braze.ir.expr import Op, free_vars, walk
 
@@ -46,7 +49,8 @@ PERSISTENT_MAX = 16384  # longest row kept in registers, in elements
 PERSISTENT_BYTES = 32768  # ... and in bytes of its widest buffer
 ROW_WARPS_MAX = 16  # 512 threads: 8 elements each at 4096, 16 at 8192, 32 at 16384
 LOOP_RBLOCK = 2048  # chunk of a reduction loop
-SPLIT_MIN_REDUCE = 1 << 14  # rows shorter than this are never split
+COLUMN_SPLIT_TILE = 2048  # elements of a split column reduction's [RBLOCK, XBLOCK] tile
+SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill of programs
 WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
 
 
@@ -128,11 +132,24 @@ def _warps(elements: int, per_warp: int = 256, most: int = 8) -> int:
 
 
 def _pointwise(plan, device: DeviceInfo) -> Shape:
-    n = plan.outer_numel()
-    block = min(device.pointwise_block, next_pow2(n))
-    while block > 128 and cdiv(n, block) < device.fill:
+    return _blocks_1d("pointwise", [plan.outer_numel()], device)
+
+
+def foreach(parts: list, device: DeviceInfo) -> Shape:
+    """A foreach kernel over independent 1-D pointwise ``parts``: one ``XBLOCK`` for all,
+    the grid the concatenation of each part's blocks."""
+    return _blocks_1d("foreach", [p.outer_numel() for p in parts], device)
+
+
+def _blocks_1d(name: str, sizes: list, device: DeviceInfo) -> Shape:
+    """1-D blocks over loops of ``sizes`` elements: the pointwise block, no larger than the
+    largest loop needs, halved (down to 128) while all loops together give fewer blocks
+    than the device's fill."""
+    block = min(device.pointwise_block, next_pow2(max(sizes)))
+    while block > 128 and sum(cdiv(n, block) for n in sizes) < device.fill:
         block //= 2
-    return Shape("pointwise", {"XBLOCK": block}, _warps(block, 256, 4), (cdiv(n, block), 1, 1))
+    grid = (sum(cdiv(n, block) for n in sizes), 1, 1)
+    return Shape(name, {"XBLOCK": block}, _warps(block, 256, 4), grid)
 
 
 def _tile_split(plan) -> int:
@@ -179,7 +196,7 @@ def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
 def _reduction(plan, device: DeviceInfo) -> Shape:
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     orientation = "column" if plan.outer and _columnar(plan) else "row"
-    if _splittable(plan) and rnumel >= SPLIT_MIN_REDUCE and xnumel < device.sm_count // 2:
+    if _splittable(plan) and few_programs(xnumel, rnumel, orientation == "column", 2 * device.sm_count):
         return _split(plan, orientation, device)
     if orientation == "column":
         return _column(xnumel, rnumel, device)
@@ -262,10 +279,12 @@ def _splittable(plan) -> bool:
 
 def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
-    xblock = min(next_pow2(xnumel), 64 if orientation == "column" else 8)
-    rblock = max(16, min(device.block_elements // 2, 2048) // xblock)
+    column = orientation == "column"
+    xblock = min(next_pow2(xnumel), 64 if column else 8)
+    tile = COLUMN_SPLIT_TILE if column else min(device.block_elements // 2, 2048)
+    rblock = max(16, tile // xblock)
     xblocks = cdiv(xnumel, xblock)
-    wanted = device.splits or cdiv(device.fill, xblocks)
+    wanted = device.splits or cdiv(SPLIT_FILLS * device.fill, xblocks)
     splits = max(2, min(wanted, cdiv(rnumel, rblock), 1024))
     chunk = cdiv(cdiv(rnumel, splits), rblock) * rblock
     splits = cdiv(rnumel, chunk)

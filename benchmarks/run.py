@@ -119,6 +119,8 @@ def private_caches(root: str) -> dict:
     for path in env.values():
         os.makedirs(path, mode=0o700, exist_ok=True)
     os.environ.update(env)
+    import braze.config  # read its environment at import, which may have happened already
+    braze.config.cache_dir = env["BRAZE_CACHE_DIR"]
     return env
 
 

@@ -50,7 +50,8 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
     options = dict(options or {})
     with config.patch(**options):  # reject unknown knobs now, not at first backward
         pass
-    compilers = {kind: functools.partial(_compile_boxed, kind, options)
+    saved = _SavedLayouts()  # the forward tells the backward whether it chose other strides
+    compilers = {kind: functools.partial(_compile_boxed, kind, options, saved)
                  for kind in ("forward", "backward", "inference")}
     return aot_autograd(
         fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
@@ -59,8 +60,17 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
     )(gm, example_inputs)
 
 
-def _compile_boxed(kind: str, options: dict, gm: torch.fx.GraphModule, example_inputs):
+class _SavedLayouts:
+    """Whether a forward graph stored a tensor saved for its backward in a layout other than
+    the one AOTAutograd traced (channels-last convolutions): its backward is then compiled at
+    its first call, for the strides its arguments really have."""
+    restrided = False
+
+
+def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.GraphModule, example_inputs):
     with config.patch(**options):
+        if kind == "backward" and saved.restrided:
+            return _FirstCall(gm, kind, options)
         if _has_symbolic_sizes(gm):
             if not config.specialize_dynamic:
                 return _fail(gm, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
@@ -68,11 +78,40 @@ def _compile_boxed(kind: str, options: dict, gm: torch.fx.GraphModule, example_i
                 warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=2)
             from braze.runtime.specialize import Specializing
             return Specializing(gm, kind, options, compile_or_fallback)
-        call = compile_or_fallback(gm, kind)
-        if config.cudagraphs and hasattr(call, "compiled"):
-            from braze.runtime import cudagraphs
-            return cudagraphs.wrap(call, call.compiled, _static_inputs())
-        return call
+        call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None)
+        saved.restrided = getattr(getattr(call, "compiled", None), "restrided", False)
+        return _with_cudagraphs(call, _static_inputs())
+
+
+def _with_cudagraphs(call, static_inputs: list):
+    if config.cudagraphs and hasattr(call, "compiled"):
+        from braze.runtime import cudagraphs
+        return cudagraphs.wrap(call, call.compiled, static_inputs)
+    return call
+
+
+class _FirstCall:
+    """A graph compiled when it is first called, for its arguments' real strides."""
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict):
+        self.gm, self.kind, self.options = gm, kind, options
+        self.static_inputs = _static_inputs()
+        self.call = None
+        self._boxed_call = True
+
+    def __call__(self, args):
+        if self.call is None:
+            with config.patch(**self.options):
+                self.call = _with_cudagraphs(compile_or_fallback(self.gm, self.kind, args=args), self.static_inputs)
+        return self.call(args)
+
+
+def _visible_outputs() -> int | None:
+    """How many of a forward graph's leading outputs reach the user (the rest are saved
+    for the backward), from AOTAutograd's metadata; None when unknown."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    return getattr(metadata, "num_forward_returns", None)
 
 
 def _static_inputs() -> list:
@@ -82,10 +121,10 @@ def _static_inputs() -> list:
     return list(getattr(metadata, "static_input_indices", None) or [])
 
 
-def compile_or_fallback(gm: torch.fx.GraphModule, kind: str):
+def compile_or_fallback(gm: torch.fx.GraphModule, kind: str, visible: int | None = None, args=None):
     """braze's compiled graph (boxed), or the graph itself run eagerly after a warning."""
     try:
-        compiled = compile_graph(gm, kind)
+        compiled = compile_graph(gm, kind, visible, args)
     except Exception as exc:  # never crash the user's program, unless strict
         return _fail(gm, kind, exc)
     for listener in list(_listeners):

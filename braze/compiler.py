@@ -24,6 +24,7 @@ from braze.fuse.schedule import schedule
 from braze.ir.expr import clear_intern_table
 from braze.ir.graph import ExternNode, Graph, InputNode
 from braze.lower import lower
+from braze.lower.layouts import choose_layouts
 from braze.runtime.wrapper import Step, generate
 
 _graph_ids = itertools.count()
@@ -63,16 +64,22 @@ class CompiledGraph:
     fx_code: str = ""
     run: object = None
     cache_hit: bool = False
+    restrided: bool = False  # an output saved for the backward has strides eager would not give it
     _constants: dict = field(default_factory=dict)
 
     def __call__(self, args):
         return self.run(args)
 
 
-def compile_graph(gm: torch.fx.GraphModule, kind: str) -> CompiledGraph:
+def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = None, args=None) -> CompiledGraph:
+    """Compile ``gm``. ``visible``: how many leading outputs the user sees (they keep
+    eager's strides; None: all). ``args``: real arguments whose strides to compile for."""
     name = f"graph{next(_graph_ids)}"
     clear_intern_table()
     timings = {}
+    t = time.perf_counter()
+    restrided = choose_layouts(gm, visible, args)
+    timings["layouts"] = _lap(t)
     t = time.perf_counter()
     graph, fallbacks = lower(gm)
     timings["lower"] = _lap(t)
@@ -103,7 +110,8 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str) -> CompiledGraph:
                for p in plans]
     externs = [str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback]
     return CompiledGraph(name, kind, graph, decisions, sched.log, kernels, externs, fallbacks,
-                         built.source, wrapper.text, timings, gm.code, namespace["call"], built.cache_hit)
+                         built.source, wrapper.text, timings, gm.code, namespace["call"], built.cache_hit,
+                         restrided)
 
 
 def _lap(start: float) -> float:

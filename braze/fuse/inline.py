@@ -10,6 +10,9 @@ The cost model, in order:
 - dropped: nothing reads it;
 - inlined: read at one index by one reader, unless its expression has grown past
   ``config.inline_max_body`` ops;
+- stored: read at several indices or by several readers and loading more than
+  ``config.inline_max_loads`` buffers of its own size (a chain of gradient sums
+  through residual connections): readers in other kernels would each re-read them;
 - inlined: read at several indices or by several readers, if it costs at most
   ``config.inline_max_ops`` ops (expensive math counts 4);
 - stored otherwise: recomputing it would cost more than a load.
@@ -39,7 +42,7 @@ def inline(graph: Graph) -> list[Decision]:
         if isinstance(node, ComputeNode):
             node.origins = _merged_origins(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
-            stored, reason = _decide(node, uses.get(node.name, 0))
+            stored, reason = _decide(node, uses.get(node.name, 0), graph)
             decisions.append(Decision(node.name, stored, reason))
             if not stored:
                 if uses.get(node.name, 0):
@@ -73,7 +76,7 @@ def _count_uses(graph: Graph) -> dict[str, int]:
     return uses
 
 
-def _decide(node: ComputeNode, uses: int) -> tuple[bool, str]:
+def _decide(node: ComputeNode, uses: int, graph: Graph) -> tuple[bool, str]:
     if node.is_reduction:
         return True, "reduction"
     if node.pinned:
@@ -85,9 +88,23 @@ def _decide(node: ComputeNode, uses: int) -> tuple[bool, str]:
         return True, f"expression of {cost} ops is too large to recompute"
     if uses == 1:
         return False, "read once"
+    loads = _full_size_loads(node, graph)
+    if loads > config.inline_max_loads:
+        return True, f"read {uses} times, loads {loads} buffers of its size"
     if cost <= config.inline_max_ops:
         return False, f"read {uses} times, cheap to recompute ({cost} ops)"
     return True, f"read {uses} times, costly to recompute ({cost} ops)"
+
+
+def _full_size_loads(node: ComputeNode, graph: Graph) -> int:
+    """Distinct buffers of at least the node's element count that its expression loads."""
+    names = {e.arg for e in walk(node.body) if e.op is Op.LOAD}
+    return sum(1 for name in names if _numel(graph, name) >= node.numel)
+
+
+def _numel(graph: Graph, name: str) -> int:
+    layout = graph.layout_of(name)
+    return layout.numel if layout is not None else graph.producer(name).numel
 
 
 def _merged_origins(node: ComputeNode, bodies: dict, graph: Graph) -> list:

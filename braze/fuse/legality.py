@@ -44,6 +44,7 @@ class Reason(enum.Enum):
     ROW_READS_ELEMENT = "a per-row node reads a per-element node"
     OVERWRITE = "an input is read at another index than it is overwritten"
     NOTHING_SHARED = "fused, they would read no element in common"
+    FEW_ROWS = "a second pass over few long rows would keep the reduction from being split"
 
 
 @dataclass(frozen=True)
@@ -335,9 +336,62 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     if not verdict.ok:
         return verdict
     verdict = _mutation_reads_ok(nodes, nest)
+    if verdict.ok and _multi_pass(nest) and few_programs(nest.outer_numel, nest.reduce_numel,
+                                                         _columnar(nodes, nest, graph), _fill(graph)):
+        return Verdict(False, Reason.FEW_ROWS, f"{nest.outer_numel} rows of {nest.reduce_numel}")
     if verdict.ok and not _connected(a_nodes, b_nodes) and not _shared_elements(a_nodes, b_nodes, nest):
         return Verdict(False, Reason.NOTHING_SHARED)
     return verdict
+
+
+SPLIT_MIN_ROW = 1 << 14  # rows shorter than this are never split across programs
+SPLIT_MIN_COLUMN = 1 << 10  # columns shorter than this are never split
+COLUMN_BLOCK_MIN = 16  # the fewest columns one program of a column reduction takes
+
+
+def few_programs(outer: int, reduce: int, columnar: bool, fill: int) -> bool:
+    """Would a reduction of ``outer`` rows of ``reduce`` elements, one program per row (per
+    block of columns when ``columnar``), give fewer than ``fill`` programs for rows long
+    enough to be split across programs instead?"""
+    if columnar:
+        return reduce >= SPLIT_MIN_COLUMN and -(-outer // COLUMN_BLOCK_MIN) < fill
+    return reduce >= SPLIT_MIN_ROW and outer < fill
+
+
+def _multi_pass(nest: Nest) -> bool:
+    """Does the kernel loop over the reduce dimensions more than once?"""
+    return max(nest.levels.values()) >= 3
+
+
+def _fill(graph: Graph) -> int:
+    """Programs that fill the device (a GPU's Triton kernels: two per SM); 0 for C++,
+    whose threads take rows, not programs."""
+    device = graph.device
+    if device is None or device.type == "cpu" and config.cpu_backend == "cpp":
+        return 0
+    from braze.codegen.triton.shapes import device_info
+    return 2 * device_info(device).sm_count
+
+
+def _columnar(nodes, nest: Nest, graph: Graph) -> bool:
+    """Do the reductions load along the innermost outer loop (columns) rather than along
+    the innermost reduce loop (rows), in storage order?"""
+    if not nest.n_outer:
+        return False
+    kernel_vars = nest.kernel_vars()
+    x_in, r_in = kernel_vars[nest.n_outer - 1], kernel_vars[-1]
+    votes = 0
+    for n in nodes:
+        if nest.roles[n.name] != REDUCTION:
+            continue
+        for e in walk(n.body):
+            layout = graph.layout_of(e.arg) if e.op is Op.LOAD else None
+            if layout is None:
+                continue
+            position = layout.position([in_kernel(i, nest.maps[n.name]) for i in e.args])
+            kx, kr = S.coefficient(position, x_in), S.coefficient(position, r_in)
+            votes += 1 if kx == 1 and kr not in (None, 1) else -1 if kr == 1 else 0
+    return votes > 0
 
 
 def _connected(a_nodes, b_nodes) -> bool:

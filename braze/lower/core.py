@@ -192,15 +192,17 @@ class Lowerer:
 
     def _outputs(self, node):
         results = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
-        for fx_value in results:
+        eager = node.meta.get("braze_layouts") or []  # strides the user sees, where braze chose others
+        for k, fx_value in enumerate(results):
             value = self.env.get(fx_value) if isinstance(fx_value, torch.fx.Node) else fx_value
-            self.graph.outputs.append(self._output_spec(fx_value, value))
+            wanted = eager[k] if k < len(eager) else None
+            self.graph.outputs.append(self._output_spec(fx_value, value, wanted))
 
-    def _output_spec(self, fx_value, value) -> OutputSpec:
+    def _output_spec(self, fx_value, value, wanted=None) -> OutputSpec:
         if not isinstance(value, TensorValue):
             return OutputSpec("value", value=value)
-        meta = fx_value.meta.get("val")
-        base = _view_base(fx_value)
+        meta = fx_value.meta.get("val") if wanted is None else wanted
+        base = _view_base(fx_value) if wanted is None else None
         if base is not None and not _same_interpretation(base.meta["val"], meta):
             base = None  # a view that reinterprets the data (view_as_real, view.dtype, conj)
         if base is not None and isinstance(self.env.get(base), TensorValue):
@@ -211,7 +213,7 @@ class Lowerer:
         layout = _meta_layout(meta)
         buffer = self.storage_of(value, layout, reason="graph output", exact=True)
         used = {o.buffer for o in self.graph.outputs}
-        duplicate = buffer in used and not isinstance(self.graph.producer(buffer), InputNode)
+        duplicate = buffer is not None and buffer in used and not isinstance(self.graph.producer(buffer), InputNode)
         if buffer is None or duplicate and dtypes.is_supported(value.dtype):
             buffer = self.materialize(value, layout, reason="graph output")
         return OutputSpec("buffer", buffer)  # an unsupported dtype (complex) is returned twice as is

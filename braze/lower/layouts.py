@@ -1,0 +1,117 @@
+"""Channels-last convolutions: the FX pass that chooses memory formats before lowering.
+
+Takes: an ATen FX graph from AOTAutograd (fake values in ``node.meta["val"]``), the
+number of leading outputs the user sees, and optionally the real arguments of a first
+call. Gives: the same graph, changed in place when it has 4-D convolutions on a device
+where ``config.channels_last_convs`` wants them channels-last: each convolution's
+image and weight arguments (and ``convolution_backward``'s gradient, image and
+weight) that are not channels-last are cloned into channels-last first, and every
+node's fake value is recomputed, so the convolutions' outputs and the pointwise ops
+after them (BatchNorm, ReLU, residual adds) carry channels-last strides the way eager
+computes them; braze's kernels then store in that layout. cuDNN runs NHWC
+convolutions without converting on each call (ResNet-50 in bf16 on an H100 spent 1.1 ms
+per step converting NCHW to NHWC and back).
+
+Outputs the user sees keep eager's strides (the lowering reads them from
+``output.meta["braze_layouts"]``). Outputs saved for the backward keep channels-last,
+and ``repropagate`` gives the backward graph the strides its arguments really have.
+"""
+from __future__ import annotations
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from braze import config
+
+aten = torch.ops.aten
+CONV_ARGS = {aten.convolution.default: (0, 1), aten.convolution_backward.default: (0, 1, 2)}
+
+
+def wants_channels_last(gm: torch.fx.GraphModule) -> bool:
+    """Does ``gm`` have a 4-D convolution on a device where channels-last is chosen?"""
+    setting = config.channels_last_convs
+    if setting == "off":
+        return False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in CONV_ARGS:
+            val = node.args[0].meta.get("val")
+            if isinstance(val, torch.Tensor) and val.dim() == 4 and (setting == "on" or val.device.type == "cuda"):
+                return True
+    return False
+
+
+def choose_layouts(gm: torch.fx.GraphModule, visible: int | None = None, args=None) -> bool:
+    """Make ``gm``'s convolutions channels-last (when wanted) and recompute fake values,
+    from ``args``' real strides when given. The first ``visible`` outputs (all when None)
+    keep the strides they had. Returns whether an output beyond them changed strides."""
+    convs = wants_channels_last(gm)
+    if not convs and args is None:
+        return False
+    output = gm.graph.find_nodes(op="output")[0]
+    results = list(output.args[0]) if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    before = [_val(r) for r in results]
+    _propagate(gm, args, convs)
+    visible = len(results) if visible is None else visible
+    output.meta["braze_layouts"] = [b if _restrided(b, _val(r)) else None
+                                    for b, r in zip(before[:visible], results[:visible])]
+    return any(_restrided(b, _val(r)) for b, r in zip(before[visible:], results[visible:]))
+
+
+def _val(node):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def _restrided(before, after) -> bool:
+    return (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)
+            and before.numel() > 1 and _strides(before) != _strides(after))
+
+
+def _strides(t: torch.Tensor) -> tuple:
+    return tuple(st for size, st in zip(t.shape, t.stride()) if size != 1)
+
+
+def _propagate(gm: torch.fx.GraphModule, args, convs: bool) -> None:
+    """Recompute every node's fake value in order, inserting channels-last clones in
+    front of convolution arguments that need them."""
+    mode = _fake_mode(gm) if args is None else FakeTensorMode(allow_non_fake_inputs=True)
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    if args is not None:
+        for node, arg in zip(placeholders, args):
+            node.meta["val"] = mode.from_tensor(arg, static_shapes=True) if isinstance(arg, torch.Tensor) else arg
+    with mode:
+        for node in list(gm.graph.nodes):
+            if node.op == "get_attr":
+                value = getattr(gm, node.target)
+                node.meta["val"] = mode.from_tensor(value) if isinstance(value, torch.Tensor) else value
+            if node.op != "call_function":
+                continue
+            if convs and node.target in CONV_ARGS:
+                _clone_arguments(gm, node)
+            node.meta["val"] = _run(node)
+    gm.recompile()
+
+
+def _fake_mode(gm) -> FakeTensorMode:
+    for node in gm.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        if isinstance(val, torch._subclasses.FakeTensor):
+            return val.fake_mode
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def _run(node: torch.fx.Node):
+    args = torch.fx.node.map_arg(node.args, _val)
+    kwargs = torch.fx.node.map_arg(node.kwargs, _val)
+    return node.target(*args, **kwargs)
+
+
+def _clone_arguments(gm: torch.fx.GraphModule, conv: torch.fx.Node) -> None:
+    for k in CONV_ARGS[conv.target]:
+        arg = conv.args[k]
+        val = _val(arg)
+        if not isinstance(val, torch.Tensor) or val.dim() != 4 or val.is_contiguous(memory_format=torch.channels_last):
+            continue
+        with gm.graph.inserting_before(conv):
+            clone = gm.graph.call_function(aten.clone.default, (arg,), {"memory_format": torch.channels_last})
+        clone.meta["val"] = _run(clone)
+        conv.update_arg(k, clone)

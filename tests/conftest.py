@@ -25,6 +25,15 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+@pytest.fixture
+def triton_interpreter(monkeypatch):
+    """The Triton backend for CPU tensors through Triton's interpreter (the Triton-only
+    test files use it for every test: ``pytestmark`` in helpers.TRITON_ONLY)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with braze.config.patch(cpu_backend="triton"):
+        yield
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch):
     """Run the test once per code generator (Triton through TRITON_INTERPRET=1 on CPU).

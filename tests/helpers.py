@@ -1,11 +1,21 @@
 """Compare braze with eager PyTorch: forward values and gradients, fresh random inputs."""
 from __future__ import annotations
 
+import os
+
+import pytest
 import torch
 import torch.utils._pytree as pytree
 
 import braze
 from braze import backend as braze_backend_module
+
+
+# A Triton-only test file: ``pytestmark = TRITON_ONLY`` (skipped with BRAZE_TEST_TRITON=0;
+# every test runs on the Triton backend through the interpreter: conftest.triton_interpreter).
+TRITON_ONLY = [pytest.mark.skipif(os.environ.get("BRAZE_TEST_TRITON", "1") != "1",
+                                  reason="BRAZE_TEST_TRITON=0: Triton tests left out"),
+               pytest.mark.usefixtures("triton_interpreter")]
 
 
 class Compiled(braze_backend_module.Recording):

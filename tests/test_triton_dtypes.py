@@ -10,24 +10,16 @@ not have. Others computed wrong values: integers and bools converted to bfloat16
 ``-x`` is ``0 - x``). Integer and bool results are compared exactly, 16-bit floats
 bit for bit where eager's rounding is the same.
 """
-import os
 
 import pytest
 import torch
 
 import braze
-from helpers import check, check_low_precision
+from helpers import TRITON_ONLY, check, check_low_precision
 
 pytest.importorskip("triton")
-pytestmark = pytest.mark.skipif(os.environ.get("BRAZE_TEST_TRITON", "1") != "1",
-                                reason="BRAZE_TEST_TRITON=0: Triton tests left out")
+pytestmark = TRITON_ONLY
 
-
-@pytest.fixture(autouse=True)
-def triton_backend(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    with braze.config.patch(cpu_backend="triton"):
-        yield
 
 
 def check_each(fn, *cases, **kwargs):

@@ -10,7 +10,6 @@ runs are split at ``config.foreach_max_parts``, a transposing part gets its own
 kernel, int64 index math only in the parts that need it, and equal foreach
 kernels are one module.
 """
-import os
 
 import pytest
 import torch
@@ -18,19 +17,13 @@ import torch.utils._pytree as pytree
 
 import braze
 from braze.codegen.triton import shapes as triton_shapes
+from helpers import TRITON_ONLY
 
 pytest.importorskip("triton")
-pytestmark = pytest.mark.skipif(os.environ.get("BRAZE_TEST_TRITON", "1") != "1",
-                                reason="BRAZE_TEST_TRITON=0: Triton tests left out")
+pytestmark = TRITON_ONLY
 
 SIZES = [(33, 7), (1,), (1000,), (16, 16), (16387,), (5,)]  # 16387: two interpreter blocks
 
-
-@pytest.fixture(autouse=True)
-def triton_backend(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    with braze.config.patch(cpu_backend="triton"):
-        yield
 
 
 def adam(params, grads, exp_avgs, exp_avg_sqs, step, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8):

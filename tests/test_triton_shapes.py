@@ -6,7 +6,6 @@ chosen: 2-D tiles for transposes, persistent and looped rows, columns, and
 reductions split across programs. Also: kernels are deduplicated by their text,
 a warm cache compiles nothing, and int64 index math is used where needed.
 """
-import os
 
 import pytest
 import torch
@@ -14,18 +13,11 @@ import torch.nn.functional as F
 
 import braze
 from braze.codegen.triton import shapes as triton_shapes
-from helpers import check
+from helpers import TRITON_ONLY, check
 
 pytest.importorskip("triton")
-pytestmark = pytest.mark.skipif(os.environ.get("BRAZE_TEST_TRITON", "1") != "1",
-                                reason="BRAZE_TEST_TRITON=0: Triton tests left out")
+pytestmark = TRITON_ONLY
 
-
-@pytest.fixture(autouse=True)
-def triton_backend(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    with braze.config.patch(cpu_backend="triton"):
-        yield
 
 
 def shapes_of(fn, *args):

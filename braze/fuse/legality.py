@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from braze import config
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, cache_table, cached, index, substitute, var, walk
+from braze.ir.expr import Expr, Op, cache_table, cached, free_vars, index, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, out_vars, reduce_vars
 
 INNER, OUTER, REDUCTION = "inner", "outer", "reduction"
@@ -374,21 +374,30 @@ def _fill(graph: Graph) -> int:
 
 
 def _columnar(nodes, nest: Nest, graph: Graph) -> bool:
-    """Do the reductions load along the innermost outer loop (columns) rather than along
-    the innermost reduce loop (rows), in storage order?"""
+    """Do the reductions load along the innermost outer loop (columns), in storage order?"""
     if not nest.n_outer:
         return False
     kernel_vars = nest.kernel_vars()
-    x_in, r_in = kernel_vars[nest.n_outer - 1], kernel_vars[-1]
-    votes = 0
+    positions = []
     for n in nodes:
         if nest.roles[n.name] != REDUCTION:
             continue
         for e in walk(n.body):
             layout = graph.layout_of(e.arg) if e.op is Op.LOAD else None
-            if layout is None:
-                continue
-            position = layout.position([in_kernel(i, nest.maps[n.name]) for i in e.args])
+            if layout is not None:
+                positions.append(layout.position([in_kernel(i, nest.maps[n.name]) for i in e.args]))
+    return reads_columns(positions, kernel_vars[nest.n_outer - 1], kernel_vars[-1])
+
+
+def reads_columns(positions: list, x_in, r_in) -> bool:
+    """Do loads at ``positions`` (storage offsets in kernel variables) step along the
+    innermost outer loop ``x_in`` rather than the innermost reduce loop ``r_in``? A vote
+    of the loads that move with ``r_in``; fewer than 4 columns are never columnar."""
+    if x_in.size < 4:
+        return False
+    votes = 0
+    for position in positions:
+        if r_in in free_vars(position):
             kx, kr = S.coefficient(position, x_in), S.coefficient(position, r_in)
             votes += 1 if kx == 1 and kr not in (None, 1) else -1 if kr == 1 else 0
     return votes > 0

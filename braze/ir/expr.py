@@ -319,6 +319,22 @@ def walk(root: Expr | Iterable[Expr]) -> list[Expr]:
     return _walk(list(root))
 
 
+def search(roots: Iterable[Expr], children) -> list[Expr]:
+    """Every distinct node reached from ``roots`` by following ``children(node)`` (the
+    arguments to visit: all of ``node.args``, some, or none to stop there), in visit order."""
+    seen: set = set()
+    found: list[Expr] = []
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        stack.extend(children(node))
+    return found
+
+
 def _walk(roots: list) -> list[Expr]:
     seen: set = set()
     order: list[Expr] = []

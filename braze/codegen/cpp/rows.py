@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from braze.ir import simplify as S
-from braze.ir.expr import EXPENSIVE, Op, free_vars, walk
+from braze.ir.expr import EXPENSIVE, Op, free_vars, search, walk
 
 SCRATCH_MAX = 1 << 14  # longest row whose costly values are kept for a later loop
 
@@ -60,18 +60,9 @@ def keeps(plan) -> list:
 def _shared(roots: list, first: dict, level: int, r) -> list:
     """The largest subexpressions of ``roots`` that an earlier loop computed and that
     hold a costly op of the row (searched from the roots down)."""
-    found, seen = [], set()
-    stack = list(roots)
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if first.get(id(e), level) != level and _costly(e, r):
-            found.append(e)
-            continue
-        stack.extend(e.args)
-    return found
+    def kept(e) -> bool:
+        return first.get(id(e), level) != level and _costly(e, r)
+    return [e for e in search(roots, lambda e: [] if kept(e) else e.args) if kept(e)]
 
 
 def _costly(e, r) -> bool:

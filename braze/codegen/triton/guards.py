@@ -20,7 +20,7 @@ range must not fault.
 from __future__ import annotations
 
 from braze.ir import simplify as S
-from braze.ir.expr import Op, walk
+from braze.ir.expr import Op, search, walk
 
 MAX_WORK = 1 << 18  # where-branches times nodes: past this, every such load is clamped
 
@@ -50,12 +50,5 @@ def guarded_loads(roots: list, extents: dict) -> dict:
 
 def _reachable_without(roots: list, where, branch: int) -> set:
     """ids of the nodes reachable from ``roots`` other than through ``where``'s ``branch``."""
-    seen: set = set()
-    stack = list(roots)
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        stack.extend(a for j, a in enumerate(e.args) if not (e is where and j == branch))
-    return seen
+    return {id(e) for e in search(roots, lambda e: [a for j, a in enumerate(e.args)
+                                                    if not (e is where and j == branch)])}

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from braze.fuse.legality import INNER, REDUCTION, few_programs
+from braze.fuse.legality import INNER, REDUCTION, few_programs, reads_columns
 from braze.ir import simplify as S
 from braze.ir.expr import Op, free_vars, walk
 
@@ -255,18 +255,8 @@ def _column(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
 
 def _columnar(plan) -> bool:
     """Do the reductions read along the innermost outer loop rather than the reduce one?"""
-    x_in, r_in = plan.outer[-1], plan.reduce[-1]
-    if x_in.size < 4:
-        return False
-    votes = 0
-    for e in walk(plan.expressions()):
-        if e.op is Op.LOAD and r_in in free_vars(e.args[0]):
-            kx, kr = S.coefficient(e.args[0], x_in), S.coefficient(e.args[0], r_in)
-            if kx == 1 and kr not in (None, 1):
-                votes += 1
-            elif kr == 1:
-                votes -= 1
-    return votes > 0
+    loads = [e.args[0] for e in walk(plan.expressions()) if e.op is Op.LOAD]
+    return reads_columns(loads, plan.outer[-1], plan.reduce[-1])
 
 
 def _splittable(plan) -> bool:

@@ -81,7 +81,9 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = Non
     restrided = choose_layouts(gm, visible, args)
     timings["layouts"] = _lap(t)
     t = time.perf_counter()
-    graph, fallbacks = lower(gm)
+    graph, fallbacks = lower(gm, keep_padding=kind != "backward")
+    restrided = restrided or kind == "forward" and any(visible is None or k >= visible
+                                                       for k in graph.padded_outputs)
     timings["lower"] = _lap(t)
     t = time.perf_counter()
     decisions = inline(graph)

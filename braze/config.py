@@ -63,6 +63,9 @@ KNOBS = (
          "comma-separated ATen ops to run through ATen even if braze can lower them, e.g. 'aten.exp'"),
     Knob("channels_last_convs", "BRAZE_CHANNELS_LAST_CONVS", "auto", str,
          "4-D convolutions and the ops between them in channels-last: 'auto' (CUDA), 'on', 'off'"),
+    Knob("pad_matmul_rows", "BRAZE_PAD_MATMUL_ROWS", "auto", str,
+         "store mm/addmm products whose rows are not a multiple of 16 bytes with padded rows, "
+         "returned padded as Inductor does: 'auto' (CUDA), 'on', 'off' (eager's strides)"),
     Knob("specialize_dynamic", "BRAZE_SPECIALIZE_DYNAMIC", True, _flag,
          "compile graphs with symbolic sizes once per concrete shape at run time"),
     # inlining and fusion

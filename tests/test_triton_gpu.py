@@ -116,14 +116,17 @@ def test_warm_cache_runs_no_compiler(tmp_path, monkeypatch):
 
 
 def test_matmul_with_odd_rows_writes_aligned_rows():
-    """A 50257-word vocabulary: the logits' rows are padded for cuBLAS, then made contiguous."""
+    """A 50257-word vocabulary: the logits' rows are padded for cuBLAS and returned padded
+    (as Inductor returns them); with ``pad_matmul_rows="off"``, eager's strides."""
     h, w = randn(64, 768, dtype=torch.bfloat16), randn(50257, 768, dtype=torch.bfloat16)
     report = braze.explain(lambda h, w: h @ w.t(), h, w)
     assert "_aligned_matmul" in report.graphs[0].wrapper
-    torch._dynamo.reset()
-    out = torch.compile(lambda h, w: h @ w.t(), backend="braze")(h, w)
-    assert out.is_contiguous()
-    torch.testing.assert_close(out, h @ w.t())
+    for setting, strides in (("auto", (50264, 1)), ("off", (50257, 1))):
+        torch._dynamo.reset()
+        with braze.config.patch(pad_matmul_rows=setting):
+            out = torch.compile(lambda h, w: h @ w.t(), backend="braze")(h, w)
+        assert out.stride() == strides
+        torch.testing.assert_close(out, h @ w.t())
 
 
 def test_optimizer_step_is_foreach_kernels_on_gpu():

@@ -201,6 +201,7 @@ class Graph:
     inputs: list = field(default_factory=list)  # per placeholder: buffer name or None
     outputs: list = field(default_factory=list)  # OutputSpec per graph output
     device: torch.device = torch.device("cpu")
+    padded_outputs: list = field(default_factory=list)  # output indices with padded matmul rows
 
     def __post_init__(self):
         self.by_name: dict = {}

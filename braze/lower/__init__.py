@@ -5,8 +5,9 @@ from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Uns
 __all__ = ["LOWERINGS", "Lowerer", "LoweringError", "TensorValue", "Unsupported", "register", "lower"]
 
 
-def lower(gm):
-    """Lower ``gm``; returns ``(graph, fallback op names)``."""
-    lowerer = Lowerer(gm)
+def lower(gm, keep_padding: bool = True):
+    """Lower ``gm``; returns ``(graph, fallback op names)``. ``keep_padding``: outputs may
+    keep padded matrix product rows (not a backward's: its gradients reach the user)."""
+    lowerer = Lowerer(gm, keep_padding)
     graph = lowerer.run()
     return graph, lowerer.fallbacks

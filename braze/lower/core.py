@@ -89,13 +89,15 @@ def constant_value(value, dtype) -> TensorValue:
 
 
 class Lowerer:
-    def __init__(self, gm: torch.fx.GraphModule):
+    def __init__(self, gm: torch.fx.GraphModule, keep_padding: bool = True):
         self.gm = gm
         self.graph = Graph()
         self.env: dict = {}
         self.node: torch.fx.Node | None = None
         self.fallbacks: list[str] = []
         self._names = 0
+        self.padded: set = set()  # matrix products stored with padded rows (see ``extern``)
+        self.keep_padding = keep_padding  # outputs may keep that padding (not the backward's)
 
     # ------------------------------------------------------------------ driving
 
@@ -196,7 +198,22 @@ class Lowerer:
         for k, fx_value in enumerate(results):
             value = self.env.get(fx_value) if isinstance(fx_value, torch.fx.Node) else fx_value
             wanted = eager[k] if k < len(eager) else None
-            self.graph.outputs.append(self._output_spec(fx_value, value, wanted))
+            spec = self._padded_output(value) if wanted is None else None
+            if spec is not None:
+                self.graph.padded_outputs.append(k)
+            self.graph.outputs.append(spec or self._output_spec(fx_value, value, wanted))
+
+    def _padded_output(self, value) -> OutputSpec | None:
+        """An output read straight from a matrix product stored with padded rows keeps
+        the padding, as Inductor's outputs do: copying GPT-2's logits to eager's strides
+        would cost more than the product."""
+        if not (self.keep_padding and isinstance(value, TensorValue) and value.expr.op is Op.LOAD
+                and value.expr.arg in self.padded):
+            return None
+        view = self.strided_view(value)
+        if view is None:
+            return None
+        return OutputSpec("view", view.buffer, tuple(view.sizes), tuple(view.strides), view.offset)
 
     def _output_spec(self, fx_value, value, wanted=None) -> OutputSpec:
         if not isinstance(value, TensorValue):
@@ -299,9 +316,11 @@ class Lowerer:
             return None
         return BufferArg(e.arg, tv.sizes, tuple(strides), const, tv.dtype)
 
-    def extern(self, target, args, kwargs, fallback: bool = False, meta=_NODE_VALUE) -> Any:
+    def extern(self, target, args, kwargs, fallback: bool = False, meta=_NODE_VALUE,
+               layout: Layout | None = None) -> Any:
         """Run ``target`` through ATen at run time; its results (described by ``meta``,
-        by default the current node's value) become buffers."""
+        by default the current node's value) become buffers. ``layout``: the one result's
+        layout where it is not eager's (padded matrix product rows)."""
         if fallback:
             self.fallbacks.append(str(target))
         call_args = _map_values(args, self.tensor_arg)
@@ -313,9 +332,10 @@ class Lowerer:
         for meta in metas:
             if isinstance(meta, torch.Tensor):
                 name = self.fresh()
-                layout = _meta_layout(meta)
-                layout = Layout(layout.sizes, layout.strides, 0)
-                outputs.append((name, meta.dtype, layout))
+                eager = _meta_layout(meta)
+                outputs.append((name, meta.dtype, layout or Layout(eager.sizes, eager.strides, 0)))
+                if layout is not None:
+                    self.padded.add(name)
                 values.append(TensorValue(meta.dtype, tuple(meta.shape), load(name, out_vars(meta.shape), meta.dtype)))
             else:
                 outputs.append(None)

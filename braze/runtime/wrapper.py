@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
-from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph, InputNode
+from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph, InputNode, row_major_strides
 
 
 @dataclass
@@ -126,17 +127,18 @@ class _Writer:
 
     def _extern(self, step: Step) -> None:
         node = step.node
-        args = _args_text(node.args)
-        kwargs = "".join(f", {k}={_args_text([v])}" for k, v in node.kwargs.items())
+        args = self._args_text(node.args)
+        kwargs = "".join(f", {k}={self._args_text([v])}" for k, v in node.kwargs.items())
         target = _target_text(node.target)
         outs = [o for o in node.outputs]
         if node.single:
-            name = outs[0][0]
-            if node.target in ALIGNED_MATMULS and self._unaligned_rows(outs[0]):
+            name, _, layout = outs[0]
+            if _padded(layout):
                 self.lines.append(f"    {name} = _aligned_matmul({target[:-len('.default')]}.out, {args}{kwargs})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
-            self._check_layout(outs[0])
+                if not (node.target in CONTIGUOUS_RESULTS and layout.strides == row_major_strides(layout.sizes)):
+                    self._check_layout(outs[0])
             return
         result = f"{node.name}_result"
         self.lines.append(f"    {result} = {target}({args}{kwargs})")
@@ -146,11 +148,25 @@ class _Writer:
                 self._check_layout(out)
         self.lines.append(f"    del {result}")
 
-    def _unaligned_rows(self, out) -> bool:
-        """A CUDA matrix product whose rows are not a multiple of 16 bytes long."""
-        _, dtype, layout = out
-        return (torch.device(self.device).type == "cuda" and len(layout.sizes) == 2
-                and layout.sizes[1] * dtype.itemsize % 16 != 0)
+    def _args_text(self, args) -> str:
+        parts = []
+        for a in args:
+            if isinstance(a, BufferArg):
+                parts.append(self._view_text(a))
+            elif isinstance(a, list):
+                parts.append("[" + self._args_text(a) + "]")
+            elif isinstance(a, tuple):
+                parts.append("(" + self._args_text(a) + ("," if len(a) == 1 else "") + ")")
+            else:
+                parts.append(_value_text(a))
+        return ", ".join(parts)
+
+    def _view_text(self, arg: BufferArg) -> str:
+        """The buffer itself where the view is its whole layout (decided now, not per call)."""
+        layout = self.graph.layout_of(arg.buffer)
+        if arg.offset == 0 and _same_strides(arg.sizes, arg.strides, layout):
+            return arg.buffer
+        return f"_view({arg.buffer}, {arg.sizes!r}, {arg.strides!r}, {arg.offset})"
 
     def _check_layout(self, out) -> None:
         name, dtype, layout = out
@@ -173,20 +189,6 @@ def _target_text(target) -> str:
     raise NotImplementedError(f"extern target {target}")
 
 
-def _args_text(args) -> str:
-    parts = []
-    for a in args:
-        if isinstance(a, BufferArg):
-            parts.append(f"_view({a.buffer}, {a.sizes!r}, {a.strides!r}, {a.offset})")
-        elif isinstance(a, list):
-            parts.append("[" + _args_text(a) + "]")
-        elif isinstance(a, tuple):
-            parts.append("(" + _args_text(a) + ("," if len(a) == 1 else "") + ")")
-        else:
-            parts.append(_value_text(a))
-    return ", ".join(parts)
-
-
 def _value_text(value) -> str:
     if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
         return f"torch.{str(value).replace('torch.', '')}" if not isinstance(value, torch.device) \
@@ -206,27 +208,40 @@ def _typed(raw: torch.Tensor, dtype, sizes, strides) -> torch.Tensor:
     return raw.view(dtype).as_strided(sizes, strides)
 
 
+def _same_strides(sizes, strides, layout) -> bool:
+    """Do ``sizes``/``strides`` address exactly what ``layout`` does (strides of size-1
+    dims aside)?"""
+    return tuple(sizes) == tuple(layout.sizes) and layout.offset == 0 and all(
+        s == 1 or a == b for s, a, b in zip(sizes, strides, layout.strides))
+
+
+def _padded(layout) -> bool:
+    """A 2-D layout whose rows are longer than its columns (padded matrix product rows)."""
+    return len(layout.sizes) == 2 and layout.sizes[0] > 1 and layout.strides == (
+        layout.strides[0], 1) and layout.strides[0] > layout.sizes[1]
+
+
 def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
     if offset == 0 and tuple(t.shape) == tuple(sizes) and tuple(t.stride()) == tuple(strides):
         return t
     return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
 
 
-ALIGNED_MATMULS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
+CONTIGUOUS_RESULTS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
 
 
 def _aligned_matmul(out_op, *args, **kwargs) -> torch.Tensor:
-    """``mm``/``addmm`` with its ``N`` columns padded to a multiple of 16 bytes (the right
-    operand and bias padded with zeros, the product written into padded rows), returned
-    as the unpadded view; ``_ensure_layout`` then copies it to the layout the graph wants.
-    cuBLAS picks a slow unaligned kernel for an odd ``N``: GPT-2's 50257-word logits took
-    3.3 ms on H100, against 0.45 ms aligned (Inductor pads the same way)."""
+    """``mm``/``addmm`` written into rows padded to a multiple of 16 bytes, returned as
+    the unpadded view (the layout lowering chose, ``padded_rows``). The right operand and
+    the bias are padded with zeros in their own memory order (a transposed weight pads
+    its rows: a coalesced copy); cuBLAS picks a slow unaligned kernel otherwise."""
     *bias, a, b = args
     cols = b.shape[1]
     pad = (-cols) % (16 // a.element_size())
-    padded = [torch.nn.functional.pad(t, (0, pad)) if t.dim() and t.shape[-1] == cols else t for t in (*bias, b)]
+    b = F.pad(b.t(), (0, 0, 0, pad)).t() if b.stride(0) == 1 else F.pad(b, (0, pad))
+    bias = [F.pad(t, (0, pad)) if t.dim() and t.shape[-1] == cols else t for t in bias]
     out = torch.empty((a.shape[0], cols + pad), dtype=a.dtype, device=a.device)
-    return out_op(*padded[:-1], a, padded[-1], **kwargs, out=out)[:, :cols]
+    return out_op(*bias, a, b, **kwargs, out=out)[:, :cols]
 
 
 def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:

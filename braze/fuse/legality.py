@@ -392,12 +392,14 @@ def _columnar(nodes, nest: Nest, graph: Graph) -> bool:
 def reads_columns(positions: list, x_in, r_in) -> bool:
     """Do loads at ``positions`` (storage offsets in kernel variables) step along the
     innermost outer loop ``x_in`` rather than the innermost reduce loop ``r_in``? A vote
-    of the loads that move with ``r_in``; fewer than 4 columns are never columnar."""
+    of the loads that move with both: a load the same for every ``x_in`` (a per-row
+    statistic of a LayerNorm backward) is one short vector, read from cache by every
+    column. Fewer than 4 columns are never columnar."""
     if x_in.size < 4:
         return False
     votes = 0
     for position in positions:
-        if r_in in free_vars(position):
+        if {r_in, x_in} <= free_vars(position):
             kx, kr = S.coefficient(position, x_in), S.coefficient(position, r_in)
             votes += 1 if kx == 1 and kr not in (None, 1) else -1 if kr == 1 else 0
     return votes > 0

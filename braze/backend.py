@@ -8,7 +8,9 @@ braze compiling the forward, backward and inference graphs.
 
 A graph braze fails on runs eagerly with one warning naming the op, unless
 ``config.strict`` is set: then ``BrazeError`` names the op, its input shapes and
-dtypes. Graphs with symbolic sizes are compiled once per concrete shape.
+dtypes. So does a compiled graph whose first run raises (``runtime/guard.py``:
+its mutated inputs restored, then eager from that call on). Graphs with
+symbolic sizes are compiled once per concrete shape.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from braze import config
 from braze.compiler import BrazeError, CompiledGraph, compile_graph
 from braze.decompositions import table
 from braze.lower import LoweringError
+from braze.runtime.guard import guarded
 
 _warned: set = set()
 _listeners: list = []  # callables receiving each CompiledGraph or failure (see Recording)
@@ -130,17 +133,7 @@ def compile_or_fallback(gm: torch.fx.GraphModule, kind: str, visible: int | None
     for listener in list(_listeners):
         listener(compiled)
     _debug(compiled)
-    return _boxed(compiled)
-
-
-def _boxed(compiled: CompiledGraph):
-    run = compiled.run
-
-    def call(args):
-        return run(args)
-    call._boxed_call = True
-    call.compiled = compiled
-    return call
+    return guarded(compiled, gm, kind, _report)
 
 
 def _fail(gm, kind: str, exc: Exception):
@@ -149,12 +142,17 @@ def _fail(gm, kind: str, exc: Exception):
         if isinstance(exc, BrazeError):
             raise exc
         raise BrazeError(message) from exc
+    _report(kind, message)
+    return make_boxed_func(gm.forward)
+
+
+def _report(kind: str, message: str) -> None:
+    """A graph runs eagerly: warn once per message, and tell the listeners."""
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(f"braze: running a {kind} graph eagerly: {message}", stacklevel=2)
+        warnings.warn(f"braze: running a {kind} graph eagerly: {message}", stacklevel=3)
     for listener in list(_listeners):
         listener(("failed", kind, message))
-    return make_boxed_func(gm.forward)
 
 
 def _describe_failure(exc: Exception) -> str:

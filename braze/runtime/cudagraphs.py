@@ -8,7 +8,10 @@ overwrites what an earlier one returned).
 
 Graphs that cannot be captured run as usual, after one message saying why:
 symbolic sizes, CPU tensors, input mutation, or a failed capture (an op that
-synchronizes with the host).
+synchronizes with the host). The call given is the first-call guard
+(``runtime/guard.py``): the warm-up before the first capture is the graph's first
+run, so a kernel failing there makes the graph eager (captured as such), and under
+``config.strict`` its ``BrazeError`` reaches the caller.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import warnings
 
 import torch
 
+from braze.compiler import BrazeError
 from braze.ir.graph import ComputeNode
 
 
@@ -85,6 +89,8 @@ class Replayer:
                 self.outputs = self.call(list(self.inputs))
             self.graph = graph
             return True
+        except BrazeError:  # the first run failed in strict mode (runtime/guard.py)
+            raise
         except Exception as exc:  # an op that cannot be captured: run normally from now on
             _say(self.name, f"capture failed ({type(exc).__name__}: {exc})")
             self.failed = True

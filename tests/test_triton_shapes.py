@@ -158,6 +158,21 @@ def test_split_column_orientation_with_epilogue():
     assert_shape(["split"], lambda x: x.sum(0).abs().sqrt() + x.mean(0), x, rtol=1e-4, atol=1e-4)
 
 
+def test_split_workspaces_live_with_the_graph_and_stay_correct():
+    """Splits reuse their workspaces on every call (none allocated per call): two splits
+    with two partial fields each, called on fresh inputs twice, as eager."""
+    def f(x, y):
+        return torch.var_mean(x), torch.var_mean(y * 2)
+    compiled = torch.compile(f, backend="braze")
+    for seed in (1, 2):
+        gen = torch.Generator().manual_seed(seed)
+        x, y = torch.randn(40000, generator=gen), torch.randn(40000, generator=gen)
+        torch.testing.assert_close(compiled(x, y), f(x, y), rtol=1e-4, atol=1e-5)
+    _, report = shapes_of(f, x, y)
+    launchers = report.graphs[0].source.split("# ---- launchers")[1]
+    assert "torch.empty" not in launchers and launchers.count("_workspaces.get(") >= 4
+
+
 def test_integer_split_sum_is_exact():
     x = torch.randint(-1000, 1000, (40000,))
     assert_shape(["split"], lambda x: x.sum(), x)

@@ -35,6 +35,9 @@ class Specializing:
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fakes = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a for a in args]
             FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fakes)
+        for node, value in zip(gm.graph.find_nodes(op="placeholder"), args):
+            if not isinstance(value, torch.Tensor):  # torch 2.11 keeps the SymInt of a size input
+                node.meta["val"] = value
         with config.patch(**self.options):
             return self.compile_fn(gm, self.kind)
 

@@ -33,12 +33,23 @@ class Accumulator:
     name: str
     family: str
     dtype: object  # dtype of the values folded in
+    partial: bool = False  # a float32 partial sum of a few blocks (``narrow``)
 
     @property
     def wide(self) -> bool:
         """float32 sums and moments accumulate in double: a long sequential
         sum then loses no more than eager's cascade summation."""
-        return self.dtype is torch.float32 and self.family in ("sum", "welford")
+        return not self.partial and self.dtype is torch.float32 and self.family in ("sum", "welford")
+
+    def narrow(self) -> "Accumulator":
+        """The float32 partial of a wide sum, folded into it every few blocks: each
+        element costs one float add instead of a conversion and a double add."""
+        return Accumulator(self.name + "c", self.family, self.dtype, partial=True)
+
+    def fold(self, partial: "Accumulator", lane: str) -> str:
+        """The statement adding lane ``lane`` of ``partial`` into this accumulator."""
+        v = f"{self.field('v')}[{lane}]"
+        return f"{v} = ({v} + (double)({partial.field('v')}[{lane}]));"
 
     @property
     def t(self) -> str:

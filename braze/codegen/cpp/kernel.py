@@ -5,13 +5,15 @@ lane count. Gives: ``CppKernel``, the ``extern "C"`` function text and the order
 of its buffer arguments.
 
 Five shapes, chosen from the plan:
-- ``pointwise``: outer loops in parallel, the innermost one ``omp simd``.
+- ``pointwise``: outer loops in parallel, the innermost one ``omp simd`` (cut into
+  pieces where a condition on its index flips: ``pieces``).
 - ``tiled``: a transposing pointwise kernel, in tiles (``tiles``).
 - ``row``: a reduction per outer element (rows in parallel); each reduce loop is
   split into blocks of ``lanes`` elements with one accumulator per lane, so the
-  block vectorizes; lanes are merged after the loop. A row walked by several
-  loops keeps costly values for the later ones and prefetches the next row
-  (``rows``).
+  block vectorizes; lanes are merged after the loop (``lanes``: float32 sums in
+  float partials folded into double, moments in two passes over the kept row). A
+  row walked by several loops keeps costly values for the later ones and
+  prefetches the next row (``rows``).
 - ``column``: the reduced dimension is strided but the innermost outer dimension
   is contiguous (a column sum): blocks of columns in parallel, one accumulator
   per column, vectorized across the columns (``columns``).
@@ -27,6 +29,8 @@ import itertools
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype
+from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
+from braze.codegen.cpp.pieces import over_piece, piece_name, piece_var, pieces
 from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.fuse.kernel import KernelPlan
@@ -55,6 +59,7 @@ class CppKernel:
         self.reuse_ids: dict = {}  # id(expression) -> scratch array holding it
         self.row_invariants: dict = {}  # id(expression) -> its name, computed once per row
         self.prefetch: dict = {}  # level -> next-row lines to prefetch in that loop (rows.Prefetch)
+        self.moments: dict = {}  # member name -> its value, for moments computed in two passes
         self.acc_ids = itertools.count()
         self.shape = self._choose_shape()
 
@@ -151,13 +156,16 @@ class CppKernel:
                 if e.op is Op.LOAD and e.arg in overwritten:
                     printer(e)
 
-    def _compute(self, member, printer: CPrinter, indent: str, store_guard: str = "") -> str:
-        value = printer(member.value)
+    def _compute(self, member, printer: CPrinter, indent: str, store_guard: str = "",
+                 exprs: tuple | None = None) -> str:
+        """Compute a member (``exprs``: its value and store rewritten) and store it."""
+        value_expr, store = exprs or (member.value, member.store)
+        value = printer(value_expr)
         self.values[member.name] = value
-        if member.store is not None:
+        if store is not None:
             dtype = member.value_dtype
             stored = convert(value, dtype, member.node.dtype) if dtype != member.node.dtype else value
-            self._emit(indent, f"{store_guard}{member.target}[{printer(member.store)}] = {stored};")
+            self._emit(indent, f"{store_guard}{member.target}[{printer(store)}] = {stored};")
         return value
 
     def _accumulators(self, members) -> list:
@@ -171,8 +179,11 @@ class CppKernel:
 
     def _plan_scratch(self, indent: str) -> None:
         """Declare the per-row arrays of the values a later loop of the row needs again
-        (``rows.keeps``: softmax's exp(x - max)), kept rather than recomputed."""
-        for e, level in keeps(self.plan):
+        (``rows.keeps``: softmax's exp(x - max)), kept rather than recomputed, and the
+        values whose moments take two passes (``lanes.moment_keeps``)."""
+        for e, level in keeps(self.plan) + moment_keeps(self.plan):
+            if id(e) in self.reuse_ids:
+                continue
             name = f"keep{len(self.reuse_ids)}"
             self.reuse_ids[id(e)] = name
             self.keep.setdefault(level, []).append((e, name))
@@ -210,7 +221,10 @@ class CppKernel:
         """Are the members ``e`` reads (VALUE) all finished (earlier levels' results)?"""
         return all(n.arg in self.values for n in walk(e) if n.op is Op.VALUE)
 
-    def _lane_body(self, level: int, indent: str, lane: str, block: tuple | None = None) -> None:
+    def _lane_body(self, level: int, indent: str, lane: str, block: tuple | None = None,
+                   narrow: dict | None = None) -> None:
+        """One element of a reduce loop; ``narrow``: id(accumulator) -> the float partial
+        to fold into instead (``lanes.emit_lanes``)."""
         printer = self._printer(indent)
         printer.memo.update(self.row_invariants)
         if self.reuse_ids:
@@ -228,6 +242,7 @@ class CppKernel:
             if id(acc) in self._updated:
                 continue
             self._updated.add(id(acc))
+            acc = (narrow or {}).get(id(acc), acc)
             for stmt in acc.update(lambda s, a=acc: f"{a.field(s)}[{lane}]", value, index, block):
                 self._emit(indent, stmt)
         for e, name in self.keep.get(level, []):
@@ -261,31 +276,27 @@ class CppKernel:
         if block_count:
             self._emit(indent, "double blocks = 0;  // every lane has seen this many elements")
         inner = self._open_loops(outer_r, indent)
-        main = last.size - last.size % lanes
-        if main:
-            if distribute and not outer_r:
-                self._emit(inner, "#pragma omp for schedule(static)")
-            self._emit(inner, f"for (int64_t rb = 0; rb < {main}; rb += {lanes}) {{")
-            self._prefetch(level, inner + "  ")
+
+        def head(ind: str) -> None:
+            self._prefetch(level, ind)
             if block_count:
-                self._emit(inner, "  blocks += 1;")
-                self._emit(inner, "  const double inv_blocks = 1.0 / blocks;")
-            self._emit(inner, "  #pragma omp simd")
-            self._emit(inner, f"  for (int64_t l = 0; l < {lanes}; l++) {{")
-            self._emit(inner, f"    const int64_t {last.name} = rb + l;")
+                self._emit(ind, "blocks += 1;")
+                self._emit(ind, "const double inv_blocks = 1.0 / blocks;")
+
+        def body(ind: str, narrow: dict | None) -> None:
             self._updated = set()
-            self._lane_body(level, inner + "    ", "l", block=("blocks", "inv_blocks") if block_count else None)
-            self._emit(inner, "  }")
-            self._emit(inner, "}")
-        if main < last.size:
-            guard = "if (tid == 0) " if distribute and not outer_r else ""
-            self._emit(inner, f"{guard}for (int64_t {last.name} = {main}; {last.name} < {last.size}; "
-                              f"{last.name}++) {{")
-            self._emit(inner, "  const int64_t l = 0;")
-            self._updated = set()
-            self._lane_body(level, inner + "  ", "l")
-            self._emit(inner, "}")
+            block = ("blocks", "inv_blocks") if block_count and narrow is not None else None
+            self._lane_body(level, ind, "l", block, narrow)
+        shared = distribute and not outer_r
+        partials = [] if distribute else self._wide_sums(level)
+        emit_lanes(self, inner, last, lanes, body, partials, head,
+                   "#pragma omp for schedule(static)" if shared else "", "if (tid == 0) " if shared else "")
         self._close_loops(len(outer_r), inner)
+
+    def _wide_sums(self, level: int) -> list:
+        """The accumulators of ``level`` that sum float32 in double."""
+        found = {id(self.accs[m.name]): self.accs[m.name] for m in self._members_at(level) if m.reduce_op}
+        return [a for a in found.values() if a.wide and a.family == "sum"]
 
     def _merge_lanes(self, accs, lanes: int, indent: str) -> None:
         if lanes > 1 and accs:
@@ -297,7 +308,9 @@ class CppKernel:
 
     def _set_results(self, level: int, at_of) -> None:
         for m in self._members_at(level):
-            if m.reduce_op is not None:
+            if m.name in self.moments:
+                self.values[m.name] = self.moments[m.name]
+            elif m.reduce_op is not None:
                 acc = self.accs[m.name]
                 self.values[m.name] = result_of(m, acc, at_of(acc))
 
@@ -323,11 +336,16 @@ class CppKernel:
             self._emit(indent, self._parallel(1, simd=True))
         elif len(loops) > 1:
             self._emit(indent, self._parallel(len(loops) - 1))
-        inner = indent
-        for k, v in enumerate(loops):
-            if k == len(loops) - 1 and len(loops) > 1:
-                self._emit(inner, "#pragma omp simd")
-            inner = self._open_loops([v], inner)
+        cuts = pieces(self)
+        inner = self._open_loops(loops[:-1], indent)
+        if cuts:
+            for lo, hi in cuts:
+                self._pointwise_piece(inner, lo, hi)
+            self._close_loops(len(loops) - 1, inner)
+            return
+        if len(loops) > 1:
+            self._emit(inner, "#pragma omp simd")
+        inner = self._open_loops(loops[-1:], inner)
         if not loops:
             self._emit(inner, "{")
         printer = self._printer(inner)
@@ -337,6 +355,20 @@ class CppKernel:
         if not loops:
             self._emit(inner, "}")
         self._close_loops(len(loops), inner)
+
+    def _pointwise_piece(self, indent: str, lo: int, hi: int) -> None:
+        """The innermost loop over ``[lo, hi)`` (``pieces``), its expressions rewritten."""
+        z = self.plan.outer[-1]
+        name, v = piece_name(z, lo), piece_var(z, lo, hi)
+        if v.op is Op.VAR:  # (a piece of one element is the constant 0)
+            self.names[v] = name
+        self._emit(indent, "#pragma omp simd")
+        self._emit(indent, f"for (int64_t {name} = 0; {name} < {hi - lo}; {name}++) {{")
+        printer, memo = self._printer(indent + "  "), {}
+        for m in self.plan.members:
+            self._compute(m, printer, indent + "  ", exprs=(over_piece(m.value, z, lo, hi, memo),
+                                                            over_piece(m.store, z, lo, hi, memo)))
+        self._emit(indent, "}")
 
     def _tiled(self) -> None:
         emit_tiled(self)
@@ -355,16 +387,21 @@ class CppKernel:
                 self._preload(self._members_at(level), printer)
                 for m in self._members_at(level):
                     self._compute(m, printer, inner)
-                continue
-            lanes = self._lanes_for(plan.reduce[-1].size)
-            accs = self._accumulators([m for m in self._members_at(level) if m.reduce_op])
-            self._declare(accs, lanes, inner)
-            self._hoist_row_invariants(level, inner)
-            self._reduce_loops(level, inner, lanes)
-            self._merge_lanes(accs, lanes, inner)
-            self._set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[0]"))
-            self._store_results(level, inner)
+            else:
+                self._row_reduce(level, inner)
         self._close_loops(len(plan.outer), inner)
+
+    def _row_reduce(self, level: int, indent: str) -> None:
+        """One reduce level of a row: lanes declared, the loop, lanes merged, results."""
+        lanes = self._lanes_for(self.plan.reduce[-1].size)
+        moments = TwoPass(self, level, self._accumulators([m for m in self._members_at(level) if m.reduce_op]))
+        self._declare(moments.accs, lanes, indent)
+        self._hoist_row_invariants(level, indent)
+        self._reduce_loops(level, indent, lanes)
+        self._merge_lanes(moments.accs, lanes, indent)
+        moments.emit_second_pass(indent, lanes)
+        self._set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[0]"))
+        self._store_results(level, indent)
 
     def _column(self) -> None:
         emit_column(self)

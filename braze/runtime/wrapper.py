@@ -133,7 +133,7 @@ class _Writer:
         outs = [o for o in node.outputs]
         if node.single:
             name, _, layout = outs[0]
-            if _padded(layout):
+            if node.target in PADDED_MATMULS and _padded(layout):
                 self.lines.append(f"    {name} = _aligned_matmul({target[:-len('.default')]}.out, {args}{kwargs})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
@@ -227,7 +227,8 @@ def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
     return torch.as_strided(t, sizes, strides, t.storage_offset() + offset)
 
 
-CONTIGUOUS_RESULTS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+PADDED_MATMULS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)  # lower/externs.padded_rows
+CONTIGUOUS_RESULTS = (*PADDED_MATMULS, torch.ops.aten.bmm.default)
 
 
 def _aligned_matmul(out_op, *args, **kwargs) -> torch.Tensor:

@@ -209,16 +209,20 @@ def _typed(raw: torch.Tensor, dtype, sizes, strides) -> torch.Tensor:
 
 
 def _same_strides(sizes, strides, layout) -> bool:
-    """Do ``sizes``/``strides`` address exactly what ``layout`` does (strides of size-1
-    dims aside)?"""
-    return tuple(sizes) == tuple(layout.sizes) and layout.offset == 0 and all(
-        s == 1 or a == b for s, a, b in zip(sizes, strides, layout.strides))
+    """Do ``sizes``/``strides`` address exactly what ``layout`` does?"""
+    return (tuple(sizes) == tuple(layout.sizes) and layout.offset == 0
+            and _strides_match(sizes, strides, layout.strides))
+
+
+def _strides_match(sizes, strides, wanted) -> bool:
+    """Equal strides, those of size-1 dimensions aside (they address nothing)."""
+    return all(s == 1 or a == b for s, a, b in zip(sizes, strides, wanted))
 
 
 def _padded(layout) -> bool:
     """A 2-D layout whose rows are longer than its columns (padded matrix product rows)."""
-    return len(layout.sizes) == 2 and layout.sizes[0] > 1 and layout.strides == (
-        layout.strides[0], 1) and layout.strides[0] > layout.sizes[1]
+    return (len(layout.sizes) == 2 and layout.sizes[0] > 1 and layout.strides[1] == 1
+            and layout.strides[0] > layout.sizes[1])
 
 
 def _view(t: torch.Tensor, sizes, strides, offset: int) -> torch.Tensor:
@@ -249,7 +253,7 @@ def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:
     """``t`` with exactly ``strides`` (for dims of size > 1), copied if ATen chose others.
     None stays None: an output ATen leaves undefined (attention statistics that a CUDA
     kernel computes only when a backward will need them)."""
-    if t is None or all(s == 1 or a == b for s, a, b in zip(t.shape, t.stride(), strides)):
+    if t is None or _strides_match(t.shape, t.stride(), strides):
         return t
     out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)

@@ -7,12 +7,17 @@ decisions, fusion log, kernels with the ATen ops fused into each, extern and
 fallback calls, generated sources and per-phase timings.
 
 Passes: lower -> inline -> schedule -> plan kernels -> backend code -> wrapper.
+A graph found in the graph cache (``runtime/graph_cache.py``) skips them all:
+its kernels are loaded from the backend's recipe and its wrapper executed; its
+IR is rebuilt only when ``CompiledGraph.graph`` is read.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -22,10 +27,11 @@ from braze.fuse.inline import inline
 from braze.fuse.kernel import foreach_plan, plan_kernel
 from braze.fuse.schedule import schedule
 from braze.ir.expr import clear_intern_table
-from braze.ir.graph import ExternNode, Graph, InputNode
+from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode
 from braze.lower import lower
 from braze.lower.layouts import choose_layouts
-from braze.runtime.wrapper import Step, generate
+from braze.runtime import graph_cache
+from braze.runtime.wrapper import Step, environment, generate
 
 _graph_ids = itertools.count()
 
@@ -52,7 +58,7 @@ class KernelInfo:
 class CompiledGraph:
     name: str
     kind: str
-    graph: Graph
+    ir: Graph | None  # None for a graph loaded from the graph cache, until ``.graph`` rebuilds it
     decisions: list
     fusion_log: list
     kernels: list
@@ -61,11 +67,22 @@ class CompiledGraph:
     source: str
     wrapper: str
     timings: dict
+    device: torch.device
+    node_count: int  # IR nodes after inlining
+    mutates_inputs: bool
     fx_code: str = ""
     run: object = None
-    cache_hit: bool = False
+    cache_hit: bool = False  # everything came from the caches (graph cache, or every kernel built)
+    from_graph_cache: bool = False
     restrided: bool = False  # an output saved for the backward has strides eager would not give it
-    _constants: dict = field(default_factory=dict)
+    rebuild: object = None  # () -> the IR, for a graph loaded from the graph cache
+
+    @property
+    def graph(self) -> Graph:
+        """The IR after inlining (rebuilt on demand for a graph loaded from the graph cache)."""
+        if self.ir is None and self.rebuild is not None:
+            self.ir = self.rebuild()
+        return self.ir
 
     def __call__(self, args):
         return self.run(args)
@@ -75,11 +92,29 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = Non
     """Compile ``gm``. ``visible``: how many leading outputs the user sees (they keep
     eager's strides; None: all). ``args``: real arguments whose strides to compile for."""
     name = f"graph{next(_graph_ids)}"
-    clear_intern_table()
     timings = {}
     t = time.perf_counter()
     restrided = choose_layouts(gm, visible, args)
     timings["layouts"] = _lap(t)
+    key = None
+    if graph_cache.enabled():
+        t = time.perf_counter()
+        key = graph_cache.key_of(gm, kind, visible, args)
+        entry = graph_cache.load(key)
+        timings["graph cache"] = _lap(t)
+        if entry is not None:
+            return _from_entry(name, kind, gm, entry, timings)
+    compiled, entry = _compile(name, kind, gm, visible, restrided, timings)
+    if key is not None and entry is not None:
+        t = time.perf_counter()
+        graph_cache.save(key, entry)
+        timings["graph cache"] += _lap(t)
+    return compiled
+
+
+def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided: bool, timings: dict) -> tuple:
+    """The whole pipeline: (CompiledGraph, graph cache entry or None when not cacheable)."""
+    clear_intern_table()
     t = time.perf_counter()
     graph, fallbacks = lower(gm, keep_padding=kind != "backward")
     restrided = restrided or kind == "forward" and any(visible is None or k >= visible
@@ -102,18 +137,52 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = Non
         if step.kind == "kernel" and not step.skip:
             step.launch = built.launches[step.name]
     t = time.perf_counter()
-    constants = {f"{n.name}_value": n.constant for n in graph.nodes
-                 if isinstance(n, InputNode) and n.constant is not None}
-    wrapper = generate(graph, steps, graph.device, {**built.objects, **constants})
-    namespace: dict = {}
-    exec(compile(wrapper.text, f"<braze {name}>", "exec"), wrapper.globals, namespace)
+    constants = [(f"{n.name}_value", n.origins[0], n.constant) for n in graph.nodes
+                 if isinstance(n, InputNode) and n.constant is not None]
+    wrapper = generate(graph, steps)
+    run = _load_wrapper(name, wrapper, graph.device, {**built.objects, **{g: c for g, _, c in constants}})
     timings["wrapper"] = _lap(t)
-    kernels = [KernelInfo(p.name, p.origins, backend.name, built.shapes.get(p.name, ""), p.reads, p.writes, name)
-               for p in plans]
-    externs = [str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback]
-    return CompiledGraph(name, kind, graph, decisions, sched.log, kernels, externs, fallbacks,
-                         built.source, wrapper.text, timings, gm.code, namespace["call"], built.cache_hit,
-                         restrided)
+    report = dict(
+        decisions=decisions, fusion_log=sched.log,
+        kernels=[KernelInfo(p.name, p.origins, backend.name, built.shapes.get(p.name, ""), p.reads, p.writes, name)
+                 for p in plans],
+        externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
+        fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
+        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates for n in graph.nodes))
+    compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
+                             fx_code=gm.code, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)
+    entry = None
+    if built.recipe is not None:
+        entry = graph_cache.Entry(wrapper, built.recipe, [(g, attr) for g, attr, _ in constants],
+                                  str(graph.device), restrided, report)
+    return compiled, entry
+
+
+def _from_entry(name: str, kind: str, gm: torch.fx.GraphModule, entry, timings: dict) -> CompiledGraph:
+    """A graph cache hit: load the kernels the recipe names and execute the wrapper."""
+    t = time.perf_counter()
+    device = torch.device(entry.device)
+    objects = entry.recipe.load(device)
+    objects.update({g: getattr(gm, attr) for g, attr in entry.constants})
+    run = _load_wrapper(name, entry.wrapper, device, objects)
+    timings["load"] = _lap(t)
+    report = dict(entry.report)
+    report["kernels"] = [dataclasses.replace(k, graph=name) for k in report["kernels"]]
+    return CompiledGraph(name, kind, None, wrapper=entry.wrapper, timings=timings, device=device,
+                         fx_code=gm.code, run=run, cache_hit=True, from_graph_cache=True,
+                         restrided=entry.restrided, rebuild=functools.partial(_rebuild_ir, gm, kind), **report)
+
+
+def _rebuild_ir(gm: torch.fx.GraphModule, kind: str) -> Graph:
+    graph, _ = lower(gm, keep_padding=kind != "backward")
+    inline(graph)
+    return graph
+
+
+def _load_wrapper(name: str, text: str, device, objects: dict):
+    namespace: dict = {}
+    exec(compile(text, f"<braze {name}>", "exec"), environment(device, objects), namespace)
+    return namespace["call"]
 
 
 def _lap(start: float) -> float:

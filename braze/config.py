@@ -56,6 +56,9 @@ KNOBS = (
          "if set, each graph writes its FX graph, IR, fusion log and code into a folder here"),
     # caching
     Knob("cache", "BRAZE_CACHE", True, _flag, "use the on-disk compile cache"),
+    Knob("graph_cache", "BRAZE_GRAPH_CACHE", True, _flag,
+         "keep whole compiled graphs in the disk cache, keyed by the ATen graph: a later process "
+         "loads their kernels without lowering or generating code (off while debugging)"),
     Knob("cache_dir", "BRAZE_CACHE_DIR", _default_cache_dir(), str,
          "per-user compile cache (created with mode 0700)"),
     # lowering

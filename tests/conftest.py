@@ -20,7 +20,10 @@ if os.environ.get("BRAZE_TEST_TRITON", "1") == "1":
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
     torch._dynamo.reset()
-    with braze.config.patch(strict=True):
+    # The graph cache is off by default here: a test that patches braze's internals must
+    # not load, or leave behind, a graph compiled under another test's patch
+    # (tests/test_graph_cache.py turns it on, in a directory of its own).
+    with braze.config.patch(strict=True, graph_cache=False):
         yield
     torch._dynamo.reset()
 

@@ -1,8 +1,10 @@
 """Code generators behind one small interface.
 
 Takes: kernel plans. Gives: ``Built``: callable kernel objects by name, the
-wrapper's launch text for each, the generated source, each kernel's shape, and
-whether the build came from the cache. ``backend_for(device)`` picks the
+wrapper's launch text for each, the generated source, each kernel's shape,
+whether the build came from the cache, and a recipe: a picklable description
+of what to load (``recipe.load(device)`` gives the same kernel objects) that the
+graph cache keeps, so a later process loads the kernels without generating them. ``backend_for(device)`` picks the
 generator: C++/OpenMP for CPU tensors (or Triton in interpreter mode when
 ``config.cpu_backend == "triton"``), Triton for CUDA tensors.
 """
@@ -22,6 +24,7 @@ class Built:
     source: str
     shapes: dict = field(default_factory=dict)
     cache_hit: bool = False
+    recipe: object = None  # what a later process loads instead of generating (``recipe.load(device)``); None: not cacheable
 
 
 def backend_for(device: torch.device):

@@ -59,7 +59,7 @@ class Report:
         for g in self.graphs:
             stored = sum(d.stored for d in g.decisions)
             fused = sum(r.fused for r in g.fusion_log)
-            lines.append(f"\n{g.name} ({g.kind}): {len(g.graph.nodes)} nodes after inlining, "
+            lines.append(f"\n{g.name} ({g.kind}): {g.node_count} nodes after inlining, "
                          f"{stored} buffers stored, {len(g.decisions) - stored} inlined, "
                          f"{fused} fusions, compiled in {sum(g.timings.values()):.1f} ms")
             lines.append(f"  {'kernel':10} {'backend':8} {'shape':10} ATen ops")

@@ -20,14 +20,12 @@ import warnings
 import torch
 
 from braze.compiler import BrazeError
-from braze.ir.graph import ComputeNode
 
 
 def why_not_capturable(compiled) -> str | None:
-    graph = compiled.graph
-    if graph.device.type != "cuda":
-        return f"the graph runs on {graph.device.type}, not CUDA"
-    if any(isinstance(n, ComputeNode) and n.mutates for n in graph.nodes):
+    if compiled.device.type != "cuda":
+        return f"the graph runs on {compiled.device.type}, not CUDA"
+    if compiled.mutates_inputs:
         return "the graph mutates an input (copying it back each call would defeat the purpose)"
     return None
 

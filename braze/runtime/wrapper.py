@@ -13,7 +13,7 @@ copied when ATen chose others.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -33,19 +33,17 @@ class Step:
     skip: bool = False  # empty iteration space
 
 
-@dataclass
-class WrapperSource:
-    text: str
-    globals: dict = field(default_factory=dict)
+def generate(graph: Graph, steps: list) -> str:
+    """The text of ``call(args)``."""
+    return _Writer(graph, steps, graph.device).run()
 
 
-def generate(graph: Graph, steps: list, device: torch.device, kernel_objects: dict) -> WrapperSource:
-    w = _Writer(graph, steps, device)
-    text = w.run()
-    env = {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty_raw": _empty_raw,
-           "_typed": _typed, "_view": _view, "_ensure_layout": _ensure_layout,
-           "_aligned_matmul": _aligned_matmul, **kernel_objects}
-    return WrapperSource(text, env)
+def environment(device: torch.device, kernel_objects: dict) -> dict:
+    """The globals ``call`` runs with: torch, the run-time helpers below, and the kernel
+    launchers and constants it names."""
+    return {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty_raw": _empty_raw,
+            "_typed": _typed, "_view": _view, "_ensure_layout": _ensure_layout,
+            "_aligned_matmul": _aligned_matmul, **kernel_objects}
 
 
 class _Writer:

@@ -1,5 +1,11 @@
-"""The C++/OpenMP backend: one translation unit per graph, loaded with ctypes."""
+"""The C++/OpenMP backend: one translation unit per graph, loaded with ctypes.
+
+Takes: kernel plans. Gives: ``Built`` (see ``braze.codegen``); its recipe is the
+source and each kernel's name and argument count (``CppRecipe``).
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -20,12 +26,21 @@ class CppBackend:
                    for plan in plans]
         source = PRELUDE + "\n" + "\n\n".join(k.source() for k in kernels) + "\n"
         if not kernels:
-            return Built({}, {}, source)
+            return Built({}, {}, source, recipe=CppRecipe(source, []))
         hit = is_cached(source)
-        lib = build_library(source)
-        objects, launches = {}, {}
-        for k in kernels:
-            name = k.plan.name
-            objects[name] = function(lib, name, len(k.args))
-            launches[name] = f"{name}({', '.join(f'{b}.data_ptr()' for b in k.args)})"
-        return Built(objects, launches, source, {k.plan.name: k.shape for k in kernels}, hit)
+        recipe = CppRecipe(source, [(k.plan.name, len(k.args)) for k in kernels])
+        launches = {k.plan.name: f"{k.plan.name}({', '.join(f'{b}.data_ptr()' for b in k.args)})" for k in kernels}
+        return Built(recipe.load(None), launches, source, {k.plan.name: k.shape for k in kernels}, hit, recipe)
+
+
+@dataclass
+class CppRecipe:
+    source: str
+    functions: list  # (name, argument count)
+
+    def load(self, device) -> dict:
+        """The kernel functions, from the library built (or cached) for the source."""
+        if not self.functions:
+            return {}
+        lib = build_library(self.source)
+        return {name: function(lib, name, nargs) for name, nargs in self.functions}

@@ -17,6 +17,7 @@ CUDA tensors run on the GPU; CPU tensors through ``TRITON_INTERPRET=1``.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -62,7 +63,7 @@ class TritonBackend:
 
     def compile(self, plans: list) -> Built:
         if not plans:
-            return Built({}, {}, "")
+            return Built({}, {}, "", recipe=TritonRecipe({}, []))
         gpu = not build.interpreting(self.device)
         if not gpu:
             return self._build(plans, None)
@@ -80,21 +81,20 @@ class TritonBackend:
             unit.shapes = self._configurations(unit, info) if gpu else [unit.kernel.shape]
             for shape in unit.shapes if gpu else ():
                 for launch in _launches(unit, shape):
-                    compiler.submit(unit.module, unit.key, launch.fn, _signature(unit, launch), launch.constexprs,
-                                    {"num_warps": launch.num_warps})
+                    _submit(compiler, unit.module, launch)
             units.append(unit)
-        specs = [(u, self._spec(u, shape, k, compiler)) for u in units for k, shape in enumerate(u.shapes)]
-        modules = {launch.fn: unit.module for unit in units for launch in _launches(unit, unit.shapes[0])}
-        launcher_source, objects = make_launchers(_per_plan(specs, plans), modules, self.device, gpu)
-        for unit in units:
-            if len(unit.shapes) > 1:
-                tried = [objects.pop(_spec_name(unit, k)) for k in range(len(unit.shapes))]
-                choices = autotune.candidates(unit.plan, unit.kernel.shape)
-                written = [k for k, b in enumerate(unit.kernel.buffers) if b in unit.plan.writes]
-                objects[unit.plan.name] = autotune.Tuner(unit.plan.name, tried, choices, unit.tune_key, written)
+        specs = _per_plan([(u, self._spec(u, shape, k)) for u in units for k, shape in enumerate(u.shapes)], plans)
+        tuned = [u for u in units if len(u.shapes) > 1]
+        recipe = None if tuned else TritonRecipe({u.key: u.text for u in units}, specs)
+        launcher_source, objects = _realize(specs, {u.key: u.module for u in units}, self.device, compiler)
+        for unit in tuned:
+            tried = [objects.pop(_spec_name(unit, k)) for k in range(len(unit.shapes))]
+            choices = autotune.candidates(unit.plan, unit.kernel.shape)
+            written = [k for k, b in enumerate(unit.kernel.buffers) if b in unit.plan.writes]
+            objects[unit.plan.name] = autotune.Tuner(unit.plan.name, tried, choices, unit.tune_key, written)
         launches = {p.name: f"{p.name}({', '.join(parameters(p))})" for p in plans}
         hit = all(hits) and (compiler is None or compiler.was_cached())
-        return Built(objects, launches, _source(units, launcher_source), _shapes(units), hit)
+        return Built(objects, launches, _source(units, launcher_source), _shapes(units), hit, recipe)
 
     def _units(self, plan, info) -> list:
         """A plan's units: one, or one per kernel of a foreach plan (``foreach.split``)."""
@@ -128,13 +128,10 @@ class TritonBackend:
             return [unit.kernel.shape]
         return [autotune.apply(unit.plan, shape, c) for c in autotune.candidates(unit.plan, shape)]
 
-    def _spec(self, unit: Unit, shape, k: int, compiler) -> LauncherSpec:
+    def _spec(self, unit: Unit, shape, k: int) -> LauncherSpec:
         launches = _launches(unit, shape)
         for launch in launches:
             launch.alias = f"{launch.fn}_c{k}" if len(unit.shapes) > 1 else ""
-            if compiler is not None:
-                launch.compiled = compiler.result(unit.key, launch.fn, _signature(unit, launch), launch.constexprs,
-                                                  {"num_warps": launch.num_warps})
         numel = shape.blocks.get("RSPLIT", 1) * unit.plan.outer_numel()
         workspaces = [(param, dtype, numel) for param, dtype, _ in unit.kernel.workspaces]
         blocks = ", ".join(f"{k}={v}" for k, v in shape.blocks.items())
@@ -142,6 +139,49 @@ class TritonBackend:
         comment = (f"{unit.plan.name}: {what} ({blocks}; num_warps={shape.num_warps}); "
                    f"ops: {', '.join(unit.plan.origins)}")
         return LauncherSpec(_spec_name(unit, k), list(unit.kernel.buffers), launches, workspaces, comment)
+
+
+@dataclass
+class TritonRecipe:
+    """What a later process loads instead of generating: the kernel modules' text (by
+    cache key) and the launcher specs (launch parameters and signatures, no binaries)."""
+    modules: dict
+    specs: list
+
+    def __post_init__(self):
+        self.specs = [dataclasses.replace(s, launches=[dataclasses.replace(x, compiled=None) for x in s.launches])
+                      for s in self.specs]
+
+    def load(self, device) -> dict:
+        """The launchers: modules imported, binaries loaded from Triton's cache (compiled on a miss)."""
+        if not self.specs:
+            return {}
+        gpu = not build.interpreting(device)
+        modules = {key: build.load_module(text, key, interpret=not gpu) for key, text in self.modules.items()}
+        specs = [dataclasses.replace(s, launches=[dataclasses.replace(x) for x in s.launches]) for s in self.specs]
+        if not gpu:
+            return _realize(specs, modules, device, None)[1]
+        launches = [x for s in specs for x in s.launches]
+        with build.Compiler(device, len(launches)) as compiler:
+            for launch in launches:
+                _submit(compiler, modules[launch.module_key], launch)
+            return _realize(specs, modules, device, compiler)[1]
+
+
+def _submit(compiler, module, launch: Launch) -> None:
+    compiler.submit(module, launch.module_key, launch.fn, launch.signature, launch.constexprs,
+                    {"num_warps": launch.num_warps})
+
+
+def _realize(specs: list, modules: dict, device, compiler) -> tuple:
+    """(launcher source, launchers): each launch's binary taken from the compiler (GPU),
+    then the launcher functions built. ``modules``: cache key -> module."""
+    for launch in (x for s in specs for x in s.launches):
+        if compiler is not None:
+            launch.compiled = compiler.result(launch.module_key, launch.fn, launch.signature, launch.constexprs,
+                                              {"num_warps": launch.num_warps})
+    by_fn = {x.fn: modules[x.module_key] for s in specs for x in s.launches}
+    return make_launchers(specs, by_fn, device, compiler is not None)
 
 
 def _per_plan(specs: list, plans: list) -> list:
@@ -183,6 +223,8 @@ def _launches(unit: Unit, shape) -> list:
         finish = {name: {**shape.blocks, **shape.finish["blocks"]}[name] for name in kernel.constexprs[1]}
         launches.append(Launch(f"{unit.fn}_finish", args, finish, shape.finish["num_warps"],
                                shape.finish["grid"]))
+    for launch in launches:
+        launch.module_key, launch.signature = unit.key, _signature(unit, launch)
     return launches
 
 

@@ -34,6 +34,8 @@ class Launch:
     grid: tuple
     compiled: object = None  # Triton CompiledKernel (GPU), else None
     alias: str = ""  # the name its objects get in the launchers' namespace (default: fn)
+    module_key: str = ""  # the cache key of the module defining ``fn``
+    signature: dict = field(default_factory=dict)  # Triton's signature (pointer types, constexprs)
 
     @property
     def ref(self) -> str:

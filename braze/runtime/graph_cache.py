@@ -1,0 +1,143 @@
+"""Compiled graphs on disk, keyed by the ATen graph they came from.
+
+Takes: an FX graph (after braze chose its layouts), its kind, how many outputs
+the user sees and the real arguments it is compiled for, if any. Gives:
+``key_of`` (a hash of everything that decides what braze generates),
+``load(key)`` -> ``Entry`` or None, and ``save(key, entry)``.
+
+An ``Entry`` is what a later process needs to run the graph without compiling
+it: the wrapper's text, the backend's ``recipe`` (what to load: the C++
+source, or the Triton modules and launch parameters; the binaries come from
+the kernel caches) and the report (kernels with their ATen ops, fusion log,
+inlining decisions, externs, fallbacks, sources). A hit skips lowering,
+inlining, scheduling, planning and code generation; the IR itself is rebuilt
+only if someone asks for it (``CompiledGraph.graph``).
+
+The key covers: braze's own source files, torch's and Triton's versions, every
+knob that changes generated code, the FX graph's code and the metadata of every
+value in it (sizes, strides, dtypes, devices), the bytes of its constants, the
+real arguments' strides, the device (name, capability), the OpenMP thread count
+and PyTorch's deterministic mode. Entries are pickles written through
+``runtime/cache.py`` (checksummed, atomic, in the 0700 directory).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import os
+import pickle
+from dataclasses import dataclass
+
+import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+from braze import config
+from braze.runtime import cache
+
+# Knobs that change what is reported or where things go, not what is generated.
+_NEUTRAL_KNOBS = {"strict", "debug", "debug_dir", "cache", "cache_dir", "graph_cache", "compile_workers"}
+_FORMAT = "braze-graph-1"
+
+
+@dataclass
+class Entry:
+    wrapper: str  # the text of ``call(args)``
+    recipe: object  # the backend's loadable description (has ``load(device)``)
+    constants: list  # (wrapper global name, FX attribute) of the graph's tensor constants
+    device: str
+    restrided: bool
+    report: dict  # CompiledGraph fields: kernels, externs, fallbacks, decisions, fusion_log, source, ...
+
+
+def enabled() -> bool:
+    """On with the disk cache, off while debugging (a debug dump shows a fresh compile)."""
+    return config.cache and config.graph_cache and not (config.debug or config.debug_dir)
+
+
+def key_of(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
+    parts = [_FORMAT, _braze_sources(), torch.__version__, _triton_version(), kind, repr(visible),
+             repr(sorted((k, repr(v)) for k, v in config.snapshot().items() if k not in _NEUTRAL_KNOBS)),
+             repr(torch.are_deterministic_algorithms_enabled()), repr(config.num_threads or torch.get_num_threads()),
+             os.environ.get("TRITON_INTERPRET", ""), gm.code]
+    devices = set()
+    for node in gm.graph.nodes:
+        parts.append(_describe(node.meta.get("val"), devices))
+        if node.op == "get_attr":
+            parts.append(_describe_constant(getattr(gm, node.target, None)))
+    if args is not None:
+        parts.append(_describe(list(args), devices))
+    parts += [_device_identity(d) for d in sorted(devices)]
+    return cache.key_of(*parts)
+
+
+def load(key: str) -> Entry | None:
+    path = cache.lookup(key, ".graph")
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            entry = pickle.load(f)
+    except Exception:  # an entry from an incompatible braze: compile afresh
+        return None
+    return entry if isinstance(entry, Entry) else None
+
+
+def save(key: str, entry: Entry) -> None:
+    data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+    cache.store(key, ".graph", lambda out: _write(out, data))
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _describe(value, devices: set) -> str:
+    """Sizes, strides, offset, dtype and device of tensors (nested in lists), repr of the rest."""
+    if isinstance(value, torch.Tensor):
+        devices.add(str(value.device))
+        return (f"T({tuple(value.shape)},{tuple(value.stride())},{value.storage_offset()},"
+                f"{value.dtype},{value.device},{value.requires_grad})")
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_describe(v, devices) for v in value) + "]"
+    return repr(value)
+
+
+def _describe_constant(value) -> str:
+    if not isinstance(value, torch.Tensor):
+        return repr(value)
+    with unset_fake_temporarily():  # the backend runs under AOTAutograd's fake mode
+        data = value.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
+    digest = hashlib.sha256(data).hexdigest()
+    return f"{_describe(value, set())}:{digest}"
+
+
+def _device_identity(device: str) -> str:
+    d = torch.device(device)
+    if d.type != "cuda":
+        return device
+    return f"{device}:{torch.cuda.get_device_name(d)}:{torch.cuda.get_device_capability(d)}"
+
+
+@functools.lru_cache(maxsize=1)
+def _braze_sources() -> str:
+    """A hash of braze's Python files: a changed braze compiles afresh."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _triton_version() -> str:
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return ""

@@ -53,6 +53,8 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
     options = dict(options or {})
     with config.patch(**options):  # reject unknown knobs now, not at first backward
         pass
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs):
+        _start_compile_workers()
     saved = _SavedLayouts()  # the forward tells the backward whether it chose other strides
     compilers = {kind: functools.partial(_compile_boxed, kind, options, saved)
                  for kind in ("forward", "backward", "inference")}
@@ -61,6 +63,12 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
         inference_compiler=compilers["inference"], decompositions=table(),
         partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
     )(gm, example_inputs)
+
+
+def _start_compile_workers() -> None:
+    """Triton's compile workers import Triton while AOTAutograd traces."""
+    from braze.codegen.triton import pool
+    pool.start()
 
 
 class _SavedLayouts:

@@ -105,7 +105,8 @@ KNOBS = (
          "longer runs are split into kernels of about equal length"),
     Knob("cudagraphs", "BRAZE_CUDAGRAPHS", False, _flag, "triton: replay compiled graphs through CUDA graphs"),
     Knob("compile_workers", "BRAZE_COMPILE_WORKERS", 0, int,
-         "triton: processes that compile kernels in parallel (0: as many as cores, at most 8)"),
+         "triton: worker processes that compile kernels in parallel (0: one per core, at most 12; "
+         "1: compile in the calling thread)"),
 )
 
 _BY_NAME = {k.name: k for k in KNOBS}

@@ -79,19 +79,24 @@ def test_what_changes_the_generated_code_changes_the_key(cache_dir):
     assert not compiled_graphs(f, x, debug_dir=str(cache_dir.parent / "debug"))[0].from_graph_cache
 
 
-class WithConstant(torch.nn.Module):
-    def __init__(self, values):
-        super().__init__()
-        self.c = torch.tensor(values)
-
-    def forward(self, x):
-        return x + self.c
+def with_constant(values, x):
+    """An ATen graph holding ``values`` as a tensor constant (a get_attr node)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    c = torch.tensor(values)
+    return make_fx(lambda x: x * 2 + c, tracing_mode="fake", _allow_non_fake_inputs=True)(x)
 
 
-def test_constants_are_part_of_the_key():
-    keys = [graph_cache.key_of(torch.fx.symbolic_trace(WithConstant(v)), "inference", None, None)
-            for v in ([1.0, 2.0], [1.0, 3.0], [1.0, 2.0])]
-    assert keys[0] != keys[1] and keys[0] == keys[2]
+def test_a_cached_graph_reads_its_constants_when_it_runs(cache_dir):
+    """Tensor constants are not baked into the code: one graph, whatever their values."""
+    from braze.compiler import compile_graph
+    x = torch.randn(5, 2)
+    graphs = [with_constant(v, x) for v in ([1.0, 2.0], [-3.0, 5.0], [[1.0, 2.0]])]
+    assert graphs[0].graph.find_nodes(op="get_attr")
+    first, second = compile_graph(graphs[0], "inference"), compile_graph(graphs[1], "inference")
+    assert not first.from_graph_cache and second.from_graph_cache
+    torch.testing.assert_close(second([x])[0], x * 2 + torch.tensor([-3.0, 5.0]))
+    torch.testing.assert_close(first([x])[0], x * 2 + torch.tensor([1.0, 2.0]))
+    assert graph_cache.key_of(graphs[0], "inference", None, None) != graph_cache.key_of(graphs[2], "inference", None, None)
 
 
 SCRIPT = textwrap.dedent("""

@@ -15,8 +15,8 @@ only if someone asks for it (``CompiledGraph.graph``).
 
 The key covers: braze's own source files, torch's and Triton's versions, every
 knob that changes generated code, the FX graph's code and the metadata of every
-value in it (sizes, strides, dtypes, devices), the bytes of its constants, the
-real arguments' strides, the device (name, capability), the OpenMP thread count
+value in it (sizes, strides, dtypes, devices; tensor constants' values are not
+baked into the code, they are read when the graph runs), the real arguments' strides, the device (name, capability), the OpenMP thread count
 and PyTorch's deterministic mode. Entries are pickles written through
 ``runtime/cache.py`` (checksummed, atomic, in the 0700 directory).
 """
@@ -30,7 +30,6 @@ import pickle
 from dataclasses import dataclass
 
 import torch
-from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from braze import config
 from braze.runtime import cache
@@ -63,8 +62,9 @@ def key_of(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
     devices = set()
     for node in gm.graph.nodes:
         parts.append(_describe(node.meta.get("val"), devices))
-        if node.op == "get_attr":
-            parts.append(_describe_constant(getattr(gm, node.target, None)))
+        if node.op == "get_attr":  # a tensor constant is read at run time (its metadata is in the code)
+            value = getattr(gm, node.target, None)
+            parts.append(_describe(value, devices) if isinstance(value, torch.Tensor) else repr(value))
     if args is not None:
         parts.append(_describe(list(args), devices))
     parts += [_device_identity(d) for d in sorted(devices)]
@@ -102,15 +102,6 @@ def _describe(value, devices: set) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_describe(v, devices) for v in value) + "]"
     return repr(value)
-
-
-def _describe_constant(value) -> str:
-    if not isinstance(value, torch.Tensor):
-        return repr(value)
-    with unset_fake_temporarily():  # the backend runs under AOTAutograd's fake mode
-        data = value.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
-    digest = hashlib.sha256(data).hexdigest()
-    return f"{_describe(value, set())}:{digest}"
 
 
 def _device_identity(device: str) -> str:

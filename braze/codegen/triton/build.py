@@ -4,11 +4,10 @@ Takes: the text of one kernel module (imports, helpers, ``@triton.jit``
 functions) and, on a GPU, each kernel's signature and launch options. Gives:
 ``load_module`` (the module, imported from the per-user 0700 cache; under the
 interpreter its ``libdevice`` is the NumPy stand-in), ``Compiler``, which
-starts compiling each kernel as soon as it is generated (a thread pool when
-several kernels miss the cache; on an H100, 25 kernels took 3.3 s with 8
-threads, 5.1 s with one, 13.6 s in a pool of 8 processes, whose start-up
-dominates) and hands back Triton's ``CompiledKernel`` objects, and
-``signature_of``.
+starts compiling each kernel as soon as it is generated (in the worker
+processes of ``pool.py`` when several kernels miss the cache, in a thread pool
+if they cannot run) and hands back Triton's ``CompiledKernel`` objects, loaded
+in this process from Triton's cache, and ``signature_of``.
 
 Caches, all keyed by content: the module file (braze's cache), Triton's
 binaries (``<cache>/triton``, Triton's own cache format), and a marker per
@@ -26,7 +25,8 @@ import threading
 
 import torch
 
-from braze import config
+from braze.codegen.triton import pool
+from braze.codegen.triton.worker import ast_source
 from braze.runtime import cache
 
 _modules: dict = {}  # (key, interpret) -> module
@@ -116,12 +116,6 @@ def _target_of(device):
     return GPUTarget("cuda", major * 10 + minor, 32)
 
 
-def _source(fn, signature: dict, constexprs: dict):
-    from triton.compiler import ASTSource
-    attrs = {(k,): [["tt.divisibility", 16]] for k, t in enumerate(signature.values()) if t.startswith("*")}
-    return ASTSource(fn, signature, constexprs, attrs)
-
-
 class Compiler:
     """Compiles kernels for one CUDA device: ``submit`` starts a job (in a thread pool
     when several kernels are expected: Triton's passes and ptxas run outside the GIL),
@@ -132,7 +126,7 @@ class Compiler:
         self.device = device
         self.target = _target_of(device)
         self.jobs: dict = {}
-        self.use_pool = expected > 1 and _workers() > 1
+        self.use_pool = expected > 1 and pool.workers() > 1
 
     def __enter__(self):
         self._scope = _braze_triton_cache()
@@ -151,38 +145,66 @@ class Compiler:
         if job in _compiled or job in self.jobs:
             return
         args = (getattr(module, fn_name), signature, constexprs, options)
-        pending = None
-        if self.use_pool and not cache.lookup(_marker(job, self.target), ".ok"):
-            pending = _get_threads().submit(self._compile, *args)
-        self.jobs[job] = (pending, args)
+        binary = _read(cache.lookup(_marker(job, self.target), ".ok"))  # Triton's hash of the binary
+        pending, elsewhere = None, False
+        if self.use_pool and not binary:
+            pending = pool.submit({"path": module.__file__, "module": module.__name__, "fn": fn_name,
+                                   "signature": signature, "constexprs": constexprs, "options": options,
+                                   "arch": self.target.arch, "cache_dir": _triton_cache_dir()})
+            elsewhere = pending is not None
+            pending = pending or _get_threads().submit(self._compile, *args)
+        self.jobs[job] = (pending, args, binary, elsewhere)
 
     def result(self, key: str, fn_name: str, signature: dict, constexprs: dict, options: dict):
         job = self._job(key, fn_name, signature, constexprs, options)
         if job in _compiled:
             return _compiled[job]
-        pending, args = self.jobs[job]
-        kernel = pending.result() if pending is not None else self._compile(*args)
+        pending, args, binary, elsewhere = self.jobs[job]
+        if elsewhere:  # the binary is in Triton's cache now (a worker's error: raised by _compile below)
+            binary = pending.result()[0]
+        kernel = binary and _from_triton_cache(binary, *args[:3])
+        if not kernel:
+            kernel = pending.result() if pending is not None and not elsewhere else self._compile(*args)
         with torch.cuda.device(self.device):
             kernel._init_handles()
-        cache.store(_marker(job, self.target), ".ok", lambda out: _write(out, "ok"))
+        if kernel.hash != self.jobs[job][2]:
+            cache.store(_marker(job, self.target), ".ok", lambda out: _write(out, kernel.hash))
         _compiled[job] = kernel
         return kernel
 
     def _compile(self, fn, signature: dict, constexprs: dict, options: dict):
         import triton
-        return triton.compile(_source(fn, signature, constexprs), target=self.target, options=options)
+        return triton.compile(ast_source(fn, signature, constexprs), target=self.target, options=options)
 
     def was_cached(self) -> bool:
-        return all(cache.lookup(_marker(job, self.target), ".ok") for job in self.jobs)
+        """Whether every kernel submitted was in the cache before this compile."""
+        return all(job[2] for job in self.jobs.values())
 
 
 def _marker(job, target) -> str:
-    """A file marking a configuration compiled into Triton's cache (a warm-cache hit)."""
+    """A file naming the binary of a configuration compiled into Triton's cache (a warm-cache hit)."""
     return cache.key_of("triton-binary", *map(str, job[:3]), repr(target))
 
 
-def _workers() -> int:
-    return config.compile_workers or min(os.cpu_count() or 1, 8)
+def _read(path: str | None) -> str:
+    if path is None:
+        return ""
+    with open(path) as f:
+        return f.read().strip()
+
+
+def _from_triton_cache(binary: str, fn, signature: dict, constexprs: dict):
+    """The kernel Triton cached under hash ``binary``, or None. What ``triton.compile``
+    does on a cache hit, without computing the hash: that costs 20 ms per kernel, and
+    hashing Triton's own sources 0.4 s once per process (Triton 3.6's cache layout)."""
+    try:
+        from triton.compiler.compiler import CompiledKernel
+        from triton.runtime.cache import get_cache_manager
+        source = ast_source(fn, signature, constexprs)
+        group = get_cache_manager(binary).get_group(f"{source.name[:150]}.json")
+        return CompiledKernel(source, group, binary) if group else None
+    except Exception:  # another Triton: its own lookup
+        return None
 
 
 _threads = None
@@ -192,5 +214,5 @@ def _get_threads():
     global _threads
     with _lock:
         if _threads is None:
-            _threads = futures.ThreadPoolExecutor(_workers(), thread_name_prefix="braze-compile")
+            _threads = futures.ThreadPoolExecutor(pool.workers(), thread_name_prefix="braze-compile")
         return _threads

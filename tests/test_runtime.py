@@ -175,6 +175,25 @@ def test_cudagraphs_replay_matches_and_outputs_survive_the_next_call():
             torch.testing.assert_close(out, model(x))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cudagraphs_replay_a_capture_only_when_its_outputs_are_free():
+    from braze.runtime.cudagraphs import MAX_CAPTURES, Replayer
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU()).cuda()
+    f = torch.compile(model, backend="braze", options={"cudagraphs": True})
+    replayers = []
+    original = Replayer.__init__
+    with torch.no_grad(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Replayer, "__init__", lambda self, *a: (original(self, *a), replayers.append(self))[0])
+        for _ in range(4):  # nothing kept: one capture, replayed
+            x = torch.randn(8, 32, device="cuda")
+            torch.testing.assert_close(f(x), model(x))
+        assert len(replayers[0].captures) == 1
+        kept = [(x, f(x)) for x in (torch.randn(8, 32, device="cuda") for _ in range(4))]
+        assert len(replayers[0].captures) == MAX_CAPTURES  # the rest ran without CUDA graphs
+        for x, out in kept:
+            torch.testing.assert_close(out, model(x))
+
+
 def test_aligned_matmul_pads_rows_and_matches_eager():
     from braze.runtime.wrapper import _aligned_matmul
     a, b, bias = torch.randn(6, 5), torch.randn(13, 5).t(), torch.randn(13)

@@ -121,12 +121,16 @@ def test_matmul_with_odd_rows_writes_aligned_rows():
     h, w = randn(64, 768, dtype=torch.bfloat16), randn(50257, 768, dtype=torch.bfloat16)
     report = braze.explain(lambda h, w: h @ w.t(), h, w)
     assert "_aligned_matmul" in report.graphs[0].wrapper
+    exact = h.double() @ w.t().double()
+    eager_error = ((h @ w.t()).double() - exact).abs().max()
     for setting, strides in (("auto", (50264, 1)), ("off", (50257, 1))):
         torch._dynamo.reset()
         with braze.config.patch(pad_matmul_rows=setting):
             out = torch.compile(lambda h, w: h @ w.t(), backend="braze")(h, w)
         assert out.stride() == strides
-        torch.testing.assert_close(out, h @ w.t())
+        # cuBLAS picks another algorithm for padded rows (an element near zero may differ
+        # from eager's by more than bf16's atol): as accurate as eager against float64
+        assert (out.double() - exact).abs().max() <= 1.25 * eager_error
 
 
 def test_optimizer_step_is_foreach_kernels_on_gpu():

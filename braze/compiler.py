@@ -70,12 +70,16 @@ class CompiledGraph:
     device: torch.device
     node_count: int  # IR nodes after inlining
     mutates_inputs: bool
-    fx_code: str = ""
+    fx: torch.fx.GraphModule | None = None  # the ATen graph compiled
     run: object = None
     cache_hit: bool = False  # everything came from the caches (graph cache, or every kernel built)
     from_graph_cache: bool = False
     restrided: bool = False  # an output saved for the backward has strides eager would not give it
     rebuild: object = None  # () -> the IR, for a graph loaded from the graph cache
+
+    @property
+    def fx_code(self) -> str:
+        return self.fx.code if self.fx is not None else ""
 
     @property
     def graph(self) -> Graph:
@@ -150,7 +154,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
         mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates for n in graph.nodes))
     compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
-                             fx_code=gm.code, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)
+                             fx=gm, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)
     entry = None
     if built.recipe is not None:
         entry = graph_cache.Entry(wrapper, built.recipe, [(g, attr) for g, attr, _ in constants],
@@ -169,7 +173,7 @@ def _from_entry(name: str, kind: str, gm: torch.fx.GraphModule, entry, timings: 
     report = dict(entry.report)
     report["kernels"] = [dataclasses.replace(k, graph=name) for k in report["kernels"]]
     return CompiledGraph(name, kind, None, wrapper=entry.wrapper, timings=timings, device=device,
-                         fx_code=gm.code, run=run, cache_hit=True, from_graph_cache=True,
+                         fx=gm, run=run, cache_hit=True, from_graph_cache=True,
                          restrided=entry.restrided, rebuild=functools.partial(_rebuild_ir, gm, kind), **report)
 
 

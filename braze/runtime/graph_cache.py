@@ -14,9 +14,10 @@ inlining, scheduling, planning and code generation; the IR itself is rebuilt
 only if someone asks for it (``CompiledGraph.graph``).
 
 The key covers: braze's own source files, torch's and Triton's versions, every
-knob that changes generated code, the FX graph's code and the metadata of every
+knob that changes generated code, the FX graph's nodes and the metadata of every
 value in it (sizes, strides, dtypes, devices; tensor constants' values are not
-baked into the code, they are read when the graph runs), the real arguments' strides, the device (name, capability), the OpenMP thread count
+baked into the code, they are read when the graph runs), the real arguments'
+strides, the device (name, capability, device count), the OpenMP thread count
 and PyTorch's deterministic mode. Entries are pickles written through
 ``runtime/cache.py`` (checksummed, atomic, in the 0700 directory).
 """
@@ -58,9 +59,10 @@ def key_of(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
     parts = [_FORMAT, _braze_sources(), torch.__version__, _triton_version(), kind, repr(visible),
              repr(sorted((k, repr(v)) for k, v in config.snapshot().items() if k not in _NEUTRAL_KNOBS)),
              repr(torch.are_deterministic_algorithms_enabled()), repr(config.num_threads or torch.get_num_threads()),
-             os.environ.get("TRITON_INTERPRET", ""), gm.code]
+             os.environ.get("TRITON_INTERPRET", "")]
     devices = set()
-    for node in gm.graph.nodes:
+    for node in gm.graph.nodes:  # what gm.code says, without generating and compiling it
+        parts.append(f"{node.name}={node.op}:{_target(node.target)}{node.args!r}{node.kwargs!r}")
         parts.append(_describe(node.meta.get("val"), devices))
         if node.op == "get_attr":  # a tensor constant is read at run time (its metadata is in the code)
             value = getattr(gm, node.target, None)
@@ -104,11 +106,21 @@ def _describe(value, devices: set) -> str:
     return repr(value)
 
 
+def _target(target) -> str:
+    if isinstance(target, str):
+        return target
+    try:
+        return torch.fx.node._get_qualified_name(target)
+    except Exception:  # not importable by name: its repr
+        return repr(target)
+
+
 def _device_identity(device: str) -> str:
     d = torch.device(device)
     if d.type != "cuda":
         return device
-    return f"{device}:{torch.cuda.get_device_name(d)}:{torch.cuda.get_device_capability(d)}"
+    return (f"{device}:{torch.cuda.get_device_name(d)}:{torch.cuda.get_device_capability(d)}:"
+            f"{torch.cuda.device_count()}")  # several devices: the wrapper sets the current one
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,22 +8,58 @@ it was stored or inlined. This is the only place such a decision is made.
 The cost model, in order:
 - stored: reductions, graph outputs, inputs of ATen calls, writes into inputs;
 - dropped: nothing reads it;
-- inlined: read at one index by one reader, unless its expression has grown past
-  ``config.inline_max_body`` ops;
+- inlined: read at one index by one reader, or only by pointwise readers at the
+  element they compute whose values all end in one expression (``t = tanh(x);
+  (t + 1) * (1 - t * t)`` computes ``t`` once), unless its expression has grown
+  past ``config.inline_max_body`` ops;
 - stored: read at several indices or by several readers and loading more than
   ``config.inline_max_loads`` buffers of its own size (a chain of gradient sums
   through residual connections): readers in other kernels would each re-read them;
-- inlined: read at several indices or by several readers, if it costs at most
-  ``config.inline_max_ops`` ops (expensive math counts 4);
-- stored otherwise: recomputing it would cost more than a load.
+- inlined: read at several indices or by several readers, if recomputing it costs
+  at most ``config.inline_max_ops`` cheap ops (an add or a multiply), each op
+  weighed by what it costs on the graph's device (``op_cost``);
+- stored otherwise: recomputing it would cost more than a load. Readers that
+  land in the same kernel as a stored buffer take its value without a load.
+
+Op costs (``op_cost``). On a CPU the vector math (glibc's libmvec) costs tens of
+cheap ops per element; measured on one AVX2 core (fp32, in L2), in adds: divide 3,
+sqrt 6, rsqrt 12, exp/log/sin/cos/atan 21-25, erf/sigmoid/log1p/tanh/expm1 29-47,
+pow 140, lgamma/digamma/erfinv (scalar code) 490-1600; an element written to
+memory and read back costs about 20. So a buffer holding such an op that two
+kernels would each recompute is cheaper stored (an MLP backward's GELU
+derivative, read by its row and its column reductions); ``exp(x - max)`` of a
+softmax, read by one row kernel that keeps it, stays inlined. On a GPU a load
+costs about 100 flops and exp, log, sin, cos run on the special function units:
+recomputing is cheap, and each costly op counts 4. It counts 4 on a CPU too in a
+buffer of one element (Adam's bias corrections): each kernel that reads it computes
+it once, hoisted out of its loops, where storing it would take a kernel of its own.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from braze import config
-from braze.ir.expr import Expr, Op, op_count, rewrite, store_cast, substitute, walk
+from braze.ir.expr import EXPENSIVE, LEAVES, Expr, Op, op_count, rewrite, store_cast, substitute, walk
 from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode, Layout, out_vars
+
+
+_FLAT_COST = dict.fromkeys(EXPENSIVE, 4)
+_CPU_COST = {
+    **_FLAT_COST, Op.RECIPROCAL: 4, Op.RSQRT: 12,
+    **dict.fromkeys((Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10, Op.SIN, Op.COS, Op.TAN, Op.ASIN,
+                     Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.HYPOT), 20),
+    **dict.fromkeys((Op.ERF, Op.ERFC, Op.TANH, Op.SIGMOID, Op.EXPM1, Op.LOG1P, Op.ATAN2, Op.ASINH,
+                     Op.ACOSH, Op.ATANH), 40),
+    **dict.fromkeys((Op.POW, Op.LGAMMA, Op.DIGAMMA, Op.ERFINV), 100),
+}
+
+
+def op_cost(body: Expr, device, numel: int) -> int:
+    """Cheap ops (adds, multiplies) that recomputing ``body``, a buffer of ``numel``
+    elements, costs per element on ``device``."""
+    per_element = device is not None and device.type == "cpu" and numel > 1
+    table = _CPU_COST if per_element else _FLAT_COST
+    return sum(table.get(n.op, 1) for n in walk(body) if n.op not in LEAVES)
 
 
 @dataclass(frozen=True)
@@ -35,6 +71,7 @@ class Decision:
 
 def inline(graph: Graph) -> list[Decision]:
     uses = _count_uses(graph)
+    sites = _sites(graph, uses)
     bodies: dict[str, Expr] = {}  # final body of each inlined node
     decisions: list[Decision] = []
     kept = []
@@ -42,7 +79,7 @@ def inline(graph: Graph) -> list[Decision]:
         if isinstance(node, ComputeNode):
             node.origins = _merged_origins(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
-            stored, reason = _decide(node, uses.get(node.name, 0), graph)
+            stored, reason = _decide(node, sites[node.name], graph)
             decisions.append(Decision(node.name, stored, reason))
             if not stored:
                 if uses.get(node.name, 0):
@@ -76,6 +113,29 @@ def _count_uses(graph: Graph) -> dict[str, int]:
     return uses
 
 
+def _sites(graph: Graph, uses: dict) -> dict[str, int]:
+    """Per compute node, how many times it would be computed if it were inlined: its
+    reads, or 1 where they all end in one expression (see the module docstring)."""
+    readers: dict[str, list] = {}  # buffer -> a reader per read, None if not at its element
+    for node in graph.nodes:
+        if isinstance(node, ComputeNode):
+            at_element = None if node.is_reduction else out_vars(node.sizes)
+            for e in walk(node.body):
+                if e.op is Op.LOAD:
+                    readers.setdefault(e.arg, []).append(node if e.args == at_element else None)
+    sites: dict[str, int] = {}
+    ends: dict[str, str] = {}  # node -> the node whose expression its value ends in
+    for node in reversed(graph.nodes):
+        if isinstance(node, ComputeNode):
+            rs, n = readers.get(node.name, []), uses.get(node.name, 0)
+            together = len(rs) == n and None not in rs
+            found = {ends[r.name] for r in rs} if together else set()
+            sites[node.name] = len(found) if together else n
+            single = len(found) == 1 and not (node.pinned or node.is_reduction)
+            ends[node.name] = found.pop() if single else node.name
+    return sites
+
+
 def _decide(node: ComputeNode, uses: int, graph: Graph) -> tuple[bool, str]:
     if node.is_reduction:
         return True, "reduction"
@@ -83,14 +143,15 @@ def _decide(node: ComputeNode, uses: int, graph: Graph) -> tuple[bool, str]:
         return True, node.pinned
     if uses == 0:
         return False, "unused"
-    cost = op_count(node.body)
-    if cost > config.inline_max_body:
-        return True, f"expression of {cost} ops is too large to recompute"
+    size = op_count(node.body)
+    if size > config.inline_max_body:
+        return True, f"expression of {size} ops is too large to recompute"
     if uses == 1:
         return False, "read once"
     loads = _full_size_loads(node, graph)
     if loads > config.inline_max_loads:
         return True, f"read {uses} times, loads {loads} buffers of its size"
+    cost = op_cost(node.body, graph.device, node.numel)
     if cost <= config.inline_max_ops:
         return False, f"read {uses} times, cheap to recompute ({cost} ops)"
     return True, f"read {uses} times, costly to recompute ({cost} ops)"

@@ -1,0 +1,116 @@
+"""The inliner weighs each op by its cost on the graph's device (braze/fuse/inline.py).
+
+On a CPU erf, exp, tanh and the like cost tens of adds, so a buffer holding them
+that several kernels read is stored once, not recomputed in each; cheap buffers,
+buffers of one element and values read twice within one expression are still
+recomputed; on a GPU costly ops count 4, as before.
+"""
+import torch
+import torch.nn.functional as F
+
+import braze
+from braze import config
+from braze.fuse.inline import op_cost
+from braze.ir.expr import Op, binary, const, load, unary, var
+from helpers import check
+
+ERF = "aten.erf.default"
+
+
+def _row_and_column_sums(x):
+    y = torch.erf(x) * torch.exp(-x * x)  # costly, read by a row and by a column reduction
+    return y.sum(1), y.sum(0)
+
+
+def _cheap_row_and_column_sums(x):
+    y = x * 2.0 + 1.0
+    return y.sum(1), y.sum(0)
+
+
+def _tanh_derivative_sums(x):
+    t = torch.tanh(x * 0.5)  # read twice, but both reads end in one expression: computed once there
+    y = (t + 1.0) * (1.0 - t * t)
+    return y.sum(1), y.sum(0)
+
+
+def _kernels_with(report, op: str) -> list:
+    return [k for k in report.kernels if op in k.ops]
+
+
+def test_costly_buffer_read_by_two_kernels_is_stored():
+    report = braze.explain(_row_and_column_sums, torch.randn(64, 48))
+    assert len(report.kernels) == 2
+    assert len(_kernels_with(report, ERF)) == 1, [k.ops for k in report.kernels]
+    reasons = [d.reason for d in report.graphs[0].decisions if d.stored]
+    assert any("costly to recompute" in r for r in reasons), reasons
+
+
+def test_costly_value_read_twice_in_one_expression_is_stored_with_it():
+    """The whole expression is stored, so the second kernel only loads it."""
+    report = braze.explain(_tanh_derivative_sums, torch.randn(64, 48))
+    assert len(report.kernels) == 2
+    assert len(_kernels_with(report, "aten.tanh.default")) == 1, [k.ops for k in report.kernels]
+    other = next(k for k in report.kernels if "aten.tanh.default" not in k.ops)
+    assert other.ops == ["aten.sum.dim_IntList"], other.ops
+
+
+def test_cheap_buffer_read_by_two_kernels_is_recomputed():
+    report = braze.explain(_cheap_row_and_column_sums, torch.randn(64, 48))
+    assert len(report.kernels) == 2
+    assert len(_kernels_with(report, "aten.mul.Tensor")) == 2, [k.ops for k in report.kernels]
+    assert not any("costly" in d.reason for d in report.graphs[0].decisions), report.graphs[0].decisions
+
+
+def test_costly_buffer_matches_eager_on_fresh_inputs(backend):
+    for seed in range(2):
+        torch._dynamo.reset()
+        x = torch.randn(64, 48, generator=torch.Generator().manual_seed(seed))
+        check(_row_and_column_sums, x, atol=1e-5, rtol=1e-5)
+        torch._dynamo.reset()
+        check(_tanh_derivative_sums, x, atol=1e-5, rtol=1e-5)
+
+
+def _gelu_block(x, w1, b1, g, beta, w2):
+    h = F.gelu(F.layer_norm(x @ w1 + b1, (w1.shape[1],), g, beta))
+    return (h @ w2).square().mean()
+
+
+def _gelu_args(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(32, 24), (24, 40), (40,), (40,), (40,), (40, 8)]
+    return [torch.randn(s, generator=gen).requires_grad_() for s in shapes]
+
+
+def test_gelu_derivative_is_computed_once_in_the_backward():
+    """The MLP benchmark's pattern: GELU's derivative, read by the LayerNorm backward's
+    row reductions and by the column reductions of the weight and bias gradients."""
+    report = braze.explain(_gelu_block, *_gelu_args(0))
+    backward = report.kernels_of("backward")
+    assert len(_kernels_with(report.graph("backward"), ERF)) == 1, [k.ops for k in backward]
+
+
+def test_gelu_block_gradients_match_eager(backend):
+    for seed in (1, 2):
+        torch._dynamo.reset()
+        check(_gelu_block, *_gelu_args(seed), grad=True, atol=1e-4, rtol=1e-4)
+
+
+def test_op_cost_depends_on_the_device_and_the_size():
+    x = load("buf0", [var("x0", 64)], torch.float32)
+    erf = binary(Op.MUL, unary(Op.ERF, x), const(0.5, torch.float32))
+    cheap = binary(Op.ADD, binary(Op.MUL, x, const(2.0, torch.float32)), const(1.0, torch.float32))
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert op_cost(erf, cpu, 64) > config.inline_max_ops >= op_cost(erf, cuda, 64) == 5
+    assert op_cost(erf, cpu, 1) == 5  # one element: computed once per kernel, not per element
+    assert op_cost(cheap, cpu, 64) == op_cost(cheap, cuda, 64) == 2
+    costs = [op_cost(unary(op, x), cpu, 64) for op in (Op.LGAMMA, Op.TANH, Op.EXP, Op.SQRT, Op.NEG)]
+    assert costs == sorted(costs, reverse=True) and costs[-1] == 1, costs
+
+
+def test_one_element_buffer_stays_inlined():
+    """Adam's bias corrections: recomputed once per kernel, not stored by a kernel of their own."""
+    def fn(step, a, b):
+        c = 1.0 - torch.pow(0.9, step)
+        return a / c, b / c
+    report = braze.explain(fn, torch.tensor(3.0), torch.randn(64), torch.randn(32))
+    assert not any("costly" in d.reason for d in report.graphs[0].decisions), report.graphs[0].decisions

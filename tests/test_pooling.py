@@ -173,3 +173,23 @@ def test_large_windows_run_through_aten():
     report = braze.explain(lambda x: F.max_pool2d(x, 6, 1), x)  # 36 elements per window
     assert set(report.fallbacks) == POOL_OPS, report
     check(lambda x: F.max_pool2d(x, 6, 1), x, grad=True)
+
+
+def test_triton_masks_a_load_only_under_a_condition_that_bounds_it():
+    """A load that may point outside its buffer is masked instead of clamped only in a
+    branch whose condition states index bounds: under relu's backward (``x <= 0``, a
+    loaded value) the pooling backward's index loads stay clamped (on the GPU they
+    faulted when they were masked by that condition alone)."""
+    from braze.codegen.triton.guards import guarded_loads
+    from braze.ir import simplify as S
+    from braze.ir.expr import Op, binary, const, load, var, where
+    x0 = var("x0", 8)
+    shifted = load("a", [S.sub(x0, 1)], torch.float32)  # a[x0 - 1]: position -1 at x0 == 0
+    zero = const(0.0, torch.float32)
+    by_value = where(binary(Op.LE, load("b", [x0], torch.float32), zero), zero, shifted)
+    by_index = where(S.compare(Op.GE, x0, 1), shifted, zero)
+    extents = {"a": 8, "b": 8}
+    assert guarded_loads([by_value], extents) == {}
+    assert list(guarded_loads([by_index], extents)) == [id(shifted)]
+    nested = where(binary(Op.LE, load("b", [x0], torch.float32), zero), zero, by_index)
+    assert len(guarded_loads([nested], extents)[id(shifted)]) == 2  # both conditions mask it

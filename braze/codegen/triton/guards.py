@@ -8,7 +8,8 @@ several, nested), the conditions of those branches: ``[(condition, negated)]``,
 keyed by ``id`` of the load.
 
 The printer masks such a load by its conditions (and the block masks) instead of
-clamping its position into the buffer. A ``cat`` or ``pad`` lowers to
+clamping its position into the buffer, when one of them states index bounds (index
+arithmetic only, or an ``and`` with such a term: ``_bounding``). A ``cat`` or ``pad`` lowers to
 ``where(i < n, a[i], b[i - n])``: each branch's position is inside its buffer exactly
 where its condition holds, so the masked load reads what eager reads and nothing
 outside the buffer. Clamping (``min(max(pos, 0), extent - 1)``) kept the addresses
@@ -45,7 +46,23 @@ def guarded_loads(roots: list, extents: dict) -> dict:
         inside = candidates & {id(e) for e in walk(w.args[k])}
         for load in inside - _reachable_without(roots, w, k):
             guards.setdefault(load, []).append((w.args[0], k == 2))
-    return guards
+    return {load: conds for load, conds in guards.items() if any(_bounding(c, n) for c, n in conds)}
+
+
+def _bounding(condition, negated: bool) -> bool:
+    """Whether a branch condition states index bounds (as cat, pad and the scatters write
+    them): index arithmetic only, or, taken as is, an ``and`` with such a term. A branch of
+    a condition on loaded values (relu's backward: ``x <= 0``) proves nothing about where
+    its loads may point, so they stay clamped."""
+    if _index_only(condition):
+        return True
+    if negated or condition.op is not Op.AND:
+        return False
+    return any(_bounding(term, False) for term in condition.args)
+
+
+def _index_only(condition) -> bool:
+    return not any(e.op is Op.LOAD for e in walk(condition))
 
 
 def _reachable_without(roots: list, where, branch: int) -> set:

@@ -33,10 +33,10 @@ FLOAT_FUNCS = {
     Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh", Op.ACOSH: "acosh", Op.ATANH: "atanh",
     Op.ERF: "erf", Op.ERFC: "erfc", Op.FLOOR: "floor", Op.CEIL: "ceil", Op.ROUND: "nearbyint",
     Op.TRUNC: "trunc", Op.ABS: "fabs", Op.POW: "pow", Op.ATAN2: "atan2", Op.HYPOT: "hypot",
-    Op.COPYSIGN: "copysign", Op.NEXTAFTER: "nextafter", Op.FMOD: "fmod", Op.FMAX: "fmax",
-    Op.FMIN: "fmin",
+    Op.COPYSIGN: "copysign", Op.NEXTAFTER: "nextafter", Op.FMOD: "fmod",
 }
-FLOAT_HELPERS = {Op.MAXIMUM: "b_max", Op.MINIMUM: "b_min", Op.SIGN: "b_sign", Op.SIGMOID: "b_sigmoid",
+FLOAT_HELPERS = {Op.MAXIMUM: "b_max", Op.MINIMUM: "b_min", Op.FMAX: "b_fmax", Op.FMIN: "b_fmin",
+                 Op.SIGN: "b_sign", Op.SIGMOID: "b_sigmoid",
                  Op.FLOORDIV: "f_floordiv", Op.MOD: "f_mod", Op.LGAMMA: "b_lgamma"}
 INT_HELPERS = {Op.MAXIMUM: "i_max", Op.MINIMUM: "i_min", Op.FMAX: "i_max", Op.FMIN: "i_min",
                Op.SIGN: "i_sign", Op.FLOORDIV: "i_floordiv", Op.TRUNCDIV: "i_truncdiv", Op.MOD: "i_mod",

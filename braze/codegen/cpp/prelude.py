@@ -29,6 +29,10 @@ BRAZE_INLINE bf16_t f32_to_bf16(float f) {
 // ``b`` fewer than testing it for NaN: a 4096x1024 softmax's max loop 0.5 -> 0.45 ms)
 template <typename T> BRAZE_INLINE T b_max(T a, T b) { return (a != a) ? a : (a > b ? a : b); }
 template <typename T> BRAZE_INLINE T b_min(T a, T b) { return (a != a) ? a : (a < b ? a : b); }
+// fmax/fmin: a NaN operand loses to a number. As selects, so GCC vectorizes them (libm's
+// fmaxf and fminf are calls: a clamp ran 25x slower than a multiply-add)
+template <typename T> BRAZE_INLINE T b_fmax(T a, T b) { return (b != b || a > b) ? a : b; }
+template <typename T> BRAZE_INLINE T b_fmin(T a, T b) { return (b != b || a < b) ? a : b; }
 template <typename T> BRAZE_INLINE T i_max(T a, T b) { return a > b ? a : b; }
 template <typename T> BRAZE_INLINE T i_min(T a, T b) { return a < b ? a : b; }
 template <typename T> BRAZE_INLINE T b_sign(T a) { return (T)((T(0) < a) - (a < T(0))); }

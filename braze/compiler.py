@@ -104,12 +104,12 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = Non
     if graph_cache.enabled():
         t = time.perf_counter()
         key = graph_cache.key_of(gm, kind, visible, args)
-        entry = graph_cache.load(key)
+        entry = graph_cache.load(key) if key else None
         timings["graph cache"] = _lap(t)
         if entry is not None:
             return _from_entry(name, kind, gm, entry, timings)
     compiled, entry = _compile(name, kind, gm, visible, restrided, timings)
-    if key is not None and entry is not None:
+    if key and entry is not None:
         t = time.perf_counter()
         graph_cache.save(key, entry)
         timings["graph cache"] += _lap(t)

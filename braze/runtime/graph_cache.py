@@ -56,6 +56,14 @@ def enabled() -> bool:
 
 
 def key_of(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
+    """The key, or "" when the graph cannot be described (then it is not cached)."""
+    try:
+        return _key(gm, kind, visible, args)
+    except Exception:
+        return ""
+
+
+def _key(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
     parts = [_FORMAT, _braze_sources(), torch.__version__, _triton_version(), kind, repr(visible),
              repr(sorted((k, repr(v)) for k, v in config.snapshot().items() if k not in _NEUTRAL_KNOBS)),
              repr(torch.are_deterministic_algorithms_enabled()), repr(config.num_threads or torch.get_num_threads()),
@@ -86,8 +94,12 @@ def load(key: str) -> Entry | None:
 
 
 def save(key: str, entry: Entry) -> None:
-    data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-    cache.store(key, ".graph", lambda out: _write(out, data))
+    """Store ``entry``; a failure (an unpicklable recipe, a full disk) only loses the entry."""
+    try:
+        data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+        cache.store(key, ".graph", lambda out: _write(out, data))
+    except Exception:
+        pass
 
 
 def _write(path: str, data: bytes) -> None:

@@ -127,3 +127,14 @@ def test_a_new_process_loads_the_graph_and_a_damaged_entry_is_rebuilt(tmp_path):
     entries[0].write_bytes(entries[0].read_bytes()[:50])  # truncated: the checksum no longer matches
     assert run_script(cache) == [False]
     assert run_script(cache) == [True]
+
+
+def test_a_cache_that_cannot_be_written_only_loses_the_entry(cache_dir, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(graph_cache, "_write", refuse)
+    x = torch.randn(8, 16)
+    graphs = compiled_graphs(lambda x: x.cos() + 1, x)
+    assert graphs and not graphs[0].from_graph_cache
+    torch.testing.assert_close(graphs[0]([x])[0], x.cos() + 1)
+    assert not compiled_graphs(lambda x: x.cos() + 1, x)[0].from_graph_cache  # nothing was stored

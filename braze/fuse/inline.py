@@ -43,9 +43,8 @@ from braze.ir.expr import EXPENSIVE, LEAVES, Expr, Op, op_count, rewrite, store_
 from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode, Layout, out_vars
 
 
-_FLAT_COST = dict.fromkeys(EXPENSIVE, 4)
 _CPU_COST = {
-    **_FLAT_COST, Op.RECIPROCAL: 4, Op.RSQRT: 12,
+    **dict.fromkeys(EXPENSIVE, 4), Op.RECIPROCAL: 4, Op.RSQRT: 12,
     **dict.fromkeys((Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10, Op.SIN, Op.COS, Op.TAN, Op.ASIN,
                      Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.HYPOT), 20),
     **dict.fromkeys((Op.ERF, Op.ERFC, Op.TANH, Op.SIGMOID, Op.EXPM1, Op.LOG1P, Op.ATAN2, Op.ASINH,
@@ -56,10 +55,11 @@ _CPU_COST = {
 
 def op_cost(body: Expr, device, numel: int) -> int:
     """Cheap ops (adds, multiplies) that recomputing ``body``, a buffer of ``numel``
-    elements, costs per element on ``device``."""
-    per_element = device is not None and device.type == "cpu" and numel > 1
-    table = _CPU_COST if per_element else _FLAT_COST
-    return sum(table.get(n.op, 1) for n in walk(body) if n.op not in LEAVES)
+    elements, costs per element on ``device`` (elsewhere, and for one element:
+    ``op_count``'s flat weights)."""
+    if device is None or device.type != "cpu" or numel <= 1:
+        return op_count(body)
+    return sum(_CPU_COST.get(n.op, 1) for n in walk(body) if n.op not in LEAVES)
 
 
 @dataclass(frozen=True)

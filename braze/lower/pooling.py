@@ -70,20 +70,22 @@ def _check_input(x: TensorValue) -> None:
 
 # ----------------------------------------------------------------------------- booleans
 
+def _logical(op: Op, a: Expr, b: Expr) -> Expr:
+    """``a and b`` or ``a or b``, folding a constant operand (its identity drops out, its
+    absorbing value wins)."""
+    identity = op is Op.AND
+    for x, y in ((a, b), (b, a)):
+        if x.op is Op.CONST:
+            return y if bool(x.arg) == identity else x
+    return binary(op, a, b)
+
+
 def _and(a: Expr, b: Expr) -> Expr:
-    if a.op is Op.CONST:
-        return b if a.arg else FALSE
-    if b.op is Op.CONST:
-        return a if b.arg else FALSE
-    return binary(Op.AND, a, b)
+    return _logical(Op.AND, a, b)
 
 
 def _or(a: Expr, b: Expr) -> Expr:
-    if a.op is Op.CONST:
-        return TRUE if a.arg else b
-    if b.op is Op.CONST:
-        return TRUE if b.arg else a
-    return binary(Op.OR, a, b)
+    return _logical(Op.OR, a, b)
 
 
 def _not(a: Expr) -> Expr:

@@ -71,7 +71,7 @@ class Replayer:
             capture = self._capture(args)
         if capture is None:
             return self.call(args)
-        return capture.replay(args, self.static)
+        return capture.replay(args)
 
     def _capture(self, args):
         if any(isinstance(a, torch.Tensor) and a.device.type != "cuda" for a in args):
@@ -98,6 +98,7 @@ class _Capture:
         self.inputs = [a if k in static or not isinstance(a, torch.Tensor) else a.clone()
                        for k, a in enumerate(args)]
         self.static_ptrs = {k: args[k].data_ptr() for k in static if isinstance(args[k], torch.Tensor)}
+        self.copied = [k for k, a in enumerate(args) if k not in static and isinstance(a, torch.Tensor)]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -118,10 +119,9 @@ class _Capture:
         """No alias of an output of the last replay is alive outside."""
         return all(_use_count(st) <= n for st, n in zip(self.storages, self.counts))
 
-    def replay(self, args, static: set) -> tuple:
-        for k, (dst, src) in enumerate(zip(self.inputs, args)):
-            if k not in static and isinstance(src, torch.Tensor):
-                dst.copy_(src)
+    def replay(self, args) -> tuple:
+        for k in self.copied:
+            self.inputs[k].copy_(args[k])
         self.graph.replay()
         return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in self.outputs)
 

@@ -159,15 +159,15 @@ class Compiler:
         job = self._job(key, fn_name, signature, constexprs, options)
         if job in _compiled:
             return _compiled[job]
-        pending, args, binary, elsewhere = self.jobs[job]
-        if elsewhere:  # the binary is in Triton's cache now (a worker's error: raised by _compile below)
-            binary = pending.result()[0]
+        pending, args, marked, elsewhere = self.jobs[job]
+        # a worker's binary is in Triton's cache now (its error: raised again by _compile below)
+        binary = pending.result()[0] if elsewhere else marked
         kernel = binary and _from_triton_cache(binary, *args[:3])
         if not kernel:
             kernel = pending.result() if pending is not None and not elsewhere else self._compile(*args)
         with torch.cuda.device(self.device):
             kernel._init_handles()
-        if kernel.hash != self.jobs[job][2]:
+        if kernel.hash != marked:
             cache.store(_marker(job, self.target), ".ok", lambda out: _write(out, kernel.hash))
         _compiled[job] = kernel
         return kernel

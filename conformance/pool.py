@@ -5,11 +5,10 @@ Takes: op keys, dtype names, a braze backend name and a number of workers. Gives
 ``progress(key, dtype, result)`` per result and ``finished(key, results)`` per op.
 
 Each worker is a fresh ``spawn``ed process that loads the OpInfo database once and
-takes ops from a shared queue. It announces what it runs -- one dtype, or ``*``
-for the run of all dtypes at once -- so when a worker dies (a crash in generated
-code) or runs past ``op_timeout``, the parent knows what it was doing: a crash in
-the all-dtypes run re-queues the op dtype by dtype; a crash in one dtype records
-``error`` for it (``skip`` for a timeout) and re-queues the dtypes after it.
+takes ops from a shared queue. It announces which dtype it runs, so when a worker
+dies (a crash in generated code) or runs past ``op_timeout``, the parent knows what
+it was doing: it records ``error`` for that dtype (``skip`` for a timeout) and
+re-queues the dtypes after it.
 """
 from __future__ import annotations
 
@@ -61,14 +60,14 @@ def ops_by_key() -> dict:
     return {op_key(op): op for op in op_db}
 
 
-def run_op(op, dtype_names, backend: str, announce=None, merge=True) -> dict:
+def run_op(op, dtype_names, backend: str, announce=None) -> dict:
     """Results of one op for each wanted dtype it supports, braze non-strict."""
     import torch
     import braze
     from conformance.pipeline import braze_fn
     from conformance import runner
     with braze.config.patch(cpu_backend=backend, strict=False):
-        out = runner.run_op(op, dtype_names, braze_fn(backend), announce=announce, merge=merge)
+        out = runner.run_op(op, dtype_names, braze_fn(backend), announce=announce)
     torch._dynamo.reset()
     return out
 
@@ -83,9 +82,9 @@ def _worker(wid, tasks, results, backend, stderr_path):
         task = tasks.get()
         if task is None:
             return
-        key, dtype_names, merge = task
+        key, dtype_names = task
         try:
-            found = run_op(table[key], dtype_names, backend, merge=merge,
+            found = run_op(table[key], dtype_names, backend,
                            announce=lambda name: results.put(("start", wid, key, name)))
         except Exception as exc:  # noqa: BLE001 - a harness problem, reported as such
             found = {d: {"outcome": "skip", "detail": f"harness: {type(exc).__name__}: {exc}", "samples": 0,
@@ -114,7 +113,7 @@ class Pool:
 
     def run(self, progress, finished) -> dict:
         for key in self.keys:
-            self.tasks.put((key, self.dtype_names, True))
+            self.tasks.put((key, self.dtype_names))
         for _ in range(min(self.jobs, len(self.keys))):
             self._spawn()
         try:
@@ -164,9 +163,6 @@ class Pool:
 
     def _lost(self, progress, busy, exitcode, timed_out):
         key, name, started = busy
-        if name == "*":  # the all-dtypes run: try dtype by dtype
-            self.tasks.put((key, self.dtype_names, False))
-            return
         if timed_out:
             res = {"outcome": "skip", "detail": f"timed out after {self.op_timeout} s (worker killed)"}
         else:
@@ -177,7 +173,7 @@ class Pool:
         progress(key, name, res)
         rest = self.dtype_names[self.dtype_names.index(name) + 1:]
         if rest:
-            self.tasks.put((key, rest, False))
+            self.tasks.put((key, rest))
         else:
             self.pending.discard(key)
 

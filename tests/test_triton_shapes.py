@@ -7,6 +7,8 @@ reductions split across programs. Also: kernels are deduplicated by their text,
 a warm cache compiles nothing, and int64 index math is used where needed.
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -160,6 +162,17 @@ def test_split_full_reductions_of_every_kind():
 def test_split_column_orientation_with_epilogue():
     x = torch.randn(20000, 3)
     assert_shape(["split"], lambda x: x.sum(0).abs().sqrt() + x.mean(0), x, rtol=1e-4, atol=1e-4)
+
+
+def test_split_lanes_fold_short_chains_in_float32():
+    """A split takes enough splits that each lane folds at most LANE_CHAIN_MAX elements;
+    its sums and moments then stay in float32 (float64 Welford was compute-bound)."""
+    x = torch.randn(300000, 4)
+    report = assert_shape(["split"], lambda x: torch.var_mean(x, 0), x, rtol=1e-4, atol=1e-5)
+    source = report.graphs[0].source
+    rblock, rchunk = map(int, re.search(r"RBLOCK=(\d+), RCHUNK=(\d+)", source).groups())
+    assert rchunk <= triton_shapes.LANE_CHAIN_MAX * rblock
+    assert "tl.float64" not in source
 
 
 def test_split_workspaces_live_with_the_graph_and_stay_correct():

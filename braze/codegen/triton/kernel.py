@@ -27,7 +27,7 @@ from braze.codegen.triton.helpers import is_helper
 from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import row_fields
-from braze.codegen.triton.shapes import Shape
+from braze.codegen.triton.shapes import LANE_CHAIN_MAX, Shape
 from braze.fuse.kernel import KernelPlan
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
@@ -260,7 +260,7 @@ class TritonKernel:
             if level % 2 == 0:
                 self._compute(members, self._printer("    "), "    ", {"x"}, store=outer_stores)
                 continue
-            accs = self._accumulators(members, wide=self.plan.reduce_numel() > LOOP_WIDE_FROM)
+            accs = self._accumulators(members, wide=self._long_lanes())
             for acc, _ in accs:
                 for field_name, f in zip(acc.field_names(), acc.fields()):
                     shape = self._block_shape({"x", "r"})
@@ -280,6 +280,13 @@ class TritonKernel:
                 if final:
                     self._finish(acc, owners, fields, self._printer("    "))
         return partials
+
+    def _long_lanes(self) -> bool:
+        """Does a lane of the reduction loop fold a long sequence of elements?"""
+        blocks = self.shape.blocks
+        if "RCHUNK" in blocks:
+            return blocks["RCHUNK"] > LANE_CHAIN_MAX * blocks["RBLOCK"]
+        return self.plan.reduce_numel() > LOOP_WIDE_FROM
 
     # ------------------------------------------------------------------ split
 

@@ -51,6 +51,11 @@ ROW_WARPS_MAX = 16  # 512 threads: 8 elements each at 4096, 16 at 8192, 32 at 16
 LOOP_RBLOCK = 2048  # chunk of a reduction loop
 COLUMN_SPLIT_TILE = 2048  # elements of a split column reduction's [RBLOCK, XBLOCK] tile
 SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill of programs
+# A reduction lane that folds more elements than this in sequence keeps float32 sums and
+# moments in float64 (``kernel.LOOP_WIDE_FROM``). A split reduction takes enough splits (up to
+# 1024) that its lanes stay below it: float64 Welford, a division per element, ran a
+# ResNet-50 BatchNorm's statistics at 1.4 TB/s on an H100.
+LANE_CHAIN_MAX = 32
 WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
 
 
@@ -274,7 +279,7 @@ def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     tile = COLUMN_SPLIT_TILE if column else min(device.block_elements // 2, 2048)
     rblock = max(16, tile // xblock)
     xblocks = cdiv(xnumel, xblock)
-    wanted = device.splits or cdiv(SPLIT_FILLS * device.fill, xblocks)
+    wanted = max(device.splits or cdiv(SPLIT_FILLS * device.fill, xblocks), cdiv(rnumel, LANE_CHAIN_MAX * rblock))
     splits = max(2, min(wanted, cdiv(rnumel, rblock), 1024))
     chunk = cdiv(cdiv(rnumel, splits), rblock) * rblock
     splits = cdiv(rnumel, chunk)

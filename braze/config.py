@@ -90,10 +90,12 @@ KNOBS = (
          "code generator for CPU tensors: 'cpp' (OpenMP + SIMD) or 'triton' (TRITON_INTERPRET=1, for tests)"),
     Knob("cxx", "BRAZE_CXX", "g++", str, "C++ compiler for the cpp backend"),
     Knob("cxx_flags", "BRAZE_CXX_FLAGS",
-         "-O3 -march=native -fopenmp -fno-math-errno -fwrapv -ffp-contract=off -fno-strict-aliasing "
-         "-fno-builtin-sin -fno-builtin-cos -fno-builtin-sinf -fno-builtin-cosf",
-         str, "flags for the cpp backend (shared-library flags are added; the -fno-builtin flags stop "
-              "GCC from merging sin and cos into a scalar sincos call that does not vectorize)"),
+         "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fwrapv -ffp-contract=off "
+         "-fno-strict-aliasing -fno-builtin-sin -fno-builtin-cos -fno-builtin-sinf -fno-builtin-cosf",
+         str, "flags for the cpp backend (shared-library flags are added; -fno-trapping-math (no FP "
+              "exception traps, results unchanged) lets GCC vectorize floor/ceil/trunc/round and a "
+              "division under a select; the -fno-builtin flags stop GCC from merging sin and cos into a "
+              "scalar sincos call that does not vectorize)"),
     Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
          "OpenMP threads for cpp kernels (default: torch.get_num_threads())"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),

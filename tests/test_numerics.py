@@ -58,6 +58,23 @@ def test_unary_float(name, backend):
     check(fn, x, grad=differentiable)
 
 
+def test_float_remainders_are_exact(backend):
+    """fmod, remainder and floor_divide of float32 bit for bit as eager (the C++ fmod takes a
+    double-quotient path below 2^28 and libm's fmodf beyond), signs of zeros included.
+    Quotients stay within float range: beyond it eager's own vectorized fmod gives NaN
+    (3e38 fmod 1e-38 in a 16-element tensor) where its scalar tail is exact."""
+    gen = torch.Generator().manual_seed(5)
+    a = torch.cat([torch.randn(4000, generator=gen) * 10.0 ** torch.randint(-6, 30, (4000,), generator=gen),
+                   torch.tensor([0.0, -0.0, 6.0, -6.0, 1e-45, 3e38, float("inf"), float("nan"), 7.5, -7.5])])
+    b = torch.cat([torch.randn(4000, generator=gen) * 10.0 ** torch.randint(-6, 6, (4000,), generator=gen),
+                   torch.tensor([3.0, -3.0, 3.0, 3.0, 3.0, 7.0, 2.0, 2.0, float("inf"), -float("inf")])])
+    for fn in (torch.fmod, torch.remainder, lambda x, y: torch.div(x, y, rounding_mode="floor")):
+        check(fn, a, b, atol=0, rtol=0)
+        got, expected = torch.compile(fn, backend="braze")(a, b), fn(a, b)
+        numbers = ~expected.isnan()
+        assert torch.equal(got[numbers].signbit(), expected[numbers].signbit())
+
+
 def test_unary_special_values(backend):
     x = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 2.5, -2.5, 0.5, 1.5])
     check(lambda x: (torch.sign(x), torch.round(x), torch.relu(x), torch.abs(x), torch.floor(x),

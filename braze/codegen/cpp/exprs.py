@@ -33,7 +33,7 @@ FLOAT_FUNCS = {
     Op.COSH: "cosh", Op.TANH: "tanh", Op.ASINH: "asinh", Op.ACOSH: "acosh", Op.ATANH: "atanh",
     Op.ERF: "erf", Op.ERFC: "erfc", Op.FLOOR: "floor", Op.CEIL: "ceil", Op.ROUND: "nearbyint",
     Op.TRUNC: "trunc", Op.ABS: "fabs", Op.POW: "pow", Op.ATAN2: "atan2", Op.HYPOT: "hypot",
-    Op.COPYSIGN: "copysign", Op.NEXTAFTER: "nextafter", Op.FMOD: "fmod",
+    Op.COPYSIGN: "copysign", Op.NEXTAFTER: "nextafter", Op.FMOD: "b_fmod",
 }
 FLOAT_HELPERS = {Op.MAXIMUM: "b_max", Op.MINIMUM: "b_min", Op.FMAX: "b_fmax", Op.FMIN: "b_fmin",
                  Op.SIGN: "b_sign", Op.SIGMOID: "b_sigmoid",

@@ -112,8 +112,6 @@ def int_chain(device, shape):
     return Case(fn, make, f"{_dims(shape)} i64,i64,i32")
 
 
-# --- row reductions -----------------------------------------------------------------
-
 @workload("remainder, floor, select", cpu=dict(n=1 << 22), cuda=dict(n=1 << 26),
           note="Python-style float remainder and floor division, floor, a division under a select")
 def rounding(device, n):
@@ -121,6 +119,8 @@ def rounding(device, n):
         return torch.remainder(x, 7.0) + torch.div(x, 3.0, rounding_mode="floor") + torch.where(x > 0, x / 3, x.floor())
     return Case(fn, lambda s: (_randn(n, device, seed=s) * 100,), f"{n // (1 << 20)}M fp32")
 
+
+# --- row reductions -----------------------------------------------------------------
 
 @workload("RMSNorm (manual)", cpu=dict(shape=(4096, 1024), dtype=torch.float32),
           cuda=dict(shape=(16384, 4096), dtype=torch.bfloat16))

@@ -11,7 +11,8 @@ _TEMPLATE = r"""
 #include <stdint.h>
 // glibc's C <math.h>, not libstdc++'s wrapper around <cmath>: its templates cost 0.13 s of
 // parsing in every translation unit (a small graph's build 0.20 -> 0.07 s). Generated code
-// names each function's float or double variant itself.
+// names each function's float or double variant itself; f_floordiv<float> below calls the
+// double floor and copysign, which are exact.
 #define _GLIBCXX_INCLUDE_NEXT_C_HEADERS
 #include <math.h>
 #undef _GLIBCXX_INCLUDE_NEXT_C_HEADERS

@@ -27,14 +27,14 @@ from braze.codegen.triton.helpers import is_helper
 from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import row_fields
-from braze.codegen.triton.shapes import LANE_CHAIN_MAX, Shape
+from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
 from braze.fuse.kernel import KernelPlan
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
-# then folds more than 32 elements in sequence (64 if autotuning halves RBLOCK). Shorter
-# ones (a 32k-vocabulary row: 16 per lane) are as accurate in float32 as eager's CUDA
-# reductions, and their loop is cheaper.
-LOOP_WIDE_FROM = 1 << 16
+# then folds more than LANE_CHAIN_MAX (32) elements in sequence (64 if autotuning halves
+# RBLOCK). Shorter ones (a 32k-vocabulary row: 16 per lane) are as accurate in float32 as
+# eager's CUDA reductions, and their loop is cheaper.
+LOOP_WIDE_FROM = LANE_CHAIN_MAX * LOOP_RBLOCK
 
 MASKS = {"x": "xmask", "y": "ymask", "r": "rmask"}
 

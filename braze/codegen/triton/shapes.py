@@ -52,7 +52,7 @@ LOOP_RBLOCK = 2048  # chunk of a reduction loop
 COLUMN_SPLIT_TILE = 2048  # elements of a split column reduction's [RBLOCK, XBLOCK] tile
 SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill of programs
 # A reduction lane that folds more elements than this in sequence keeps float32 sums and
-# moments in float64 (``kernel.LOOP_WIDE_FROM``). A split reduction takes enough splits (up to
+# moments in float64 (``kernel._long_lanes``). A split reduction takes enough splits (up to
 # 1024) that its lanes stay below it: float64 Welford, a division per element, ran a
 # ResNet-50 BatchNorm's statistics at 1.4 TB/s on an H100.
 LANE_CHAIN_MAX = 32

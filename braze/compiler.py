@@ -152,7 +152,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
                  for p in plans],
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
-        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates for n in graph.nodes))
+        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and not n.is_scatter for n in graph.nodes))
     compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
                              fx=gm, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)
     entry = None
@@ -249,10 +249,10 @@ def _bundle(steps: list, plans: list) -> tuple:
 
 
 def _joins(run: list, plan, by_name: dict) -> bool:
-    if plan.reduce or not isinstance(run, list):
+    if plan.reduce or plan.scatters or not isinstance(run, list):
         return False
     members = [by_name[s.name] for s in run]
-    if any(m.reduce for m in members):
+    if any(m.reduce or m.scatters for m in members):
         return False
     written = {b for m in members for b in m.writes}
     read = {b for m in members for b in m.reads}

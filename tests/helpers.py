@@ -93,3 +93,4 @@ def check_low_precision(fn, *args, slack=2.0, floor=1e-3):
         err_eager = (e.double() - r).abs().max().item()
         scale = r.abs().max().item() or 1.0
         assert err_braze <= max(slack * err_eager, floor * scale), (err_braze, err_eager)
+    return compiled

@@ -298,19 +298,12 @@ def test_indexing_family(backend):
                            x[i, j[:7, 0]], x[i][:, None, :] * 2), x, i, j, grad=True)
 
 
-def test_scatter_one_per_slice_and_embedding_backward(backend):
-    """One-hot scatters (cross-entropy's backward) are lowered, not run through ATen; an
-    embedding's backward accumulates through ``index_add``; other scatters fall back."""
-    x, s = rand(6, 7), rand(6, 3)
-    i, rows = torch.randint(0, 7, (6, 1)), torch.randint(0, 6, (2, 7))
-    compiled = check(lambda x, s, i, rows: (x.scatter(1, i, 2.5), x.scatter(1, i, s) * 2,
-                                             x.scatter(0, rows, s[:2, :1].expand(2, 7))), x, s, i, rows)
-    assert [f for g in compiled.graphs for f in g.fallbacks] == ["aten.scatter.src"]
-    emb, ids, target = rand(20, 5, grad=True), torch.randint(0, 20, (3, 4)), torch.randint(0, 5, (12,))
-    compiled = check(lambda emb, ids, t: F.cross_entropy(F.embedding(ids, emb).reshape(12, 5), t),
-                     emb, ids, target, grad=True)
-    assert not [f for g in compiled.graphs for f in g.fallbacks]
-    assert "aten.index_add.default" in [e for g in compiled.graphs for e in g.externs]
+def test_scatter_one_per_slice_fuses(backend):
+    """One-hot scatters (cross-entropy's backward) are a ``where`` that fuses into its
+    reader: one kernel, no scatter (the general forms: tests/test_scatter.py)."""
+    x, s, i = rand(6, 7), rand(6, 3), torch.randint(0, 7, (6, 1))
+    compiled = check(lambda x, s, i: x.scatter(1, i, 2.5) + x.scatter(1, i, s) * 2, x, s, i)
+    assert [k.shape for k in compiled.kernels] == ["pointwise"]
 
 
 def test_cat_pad_scatter(backend):

@@ -32,6 +32,11 @@ class Member:
     reduce_index: Expr | None = None  # flat reduction index (argmax/argmin)
 
     @property
+    def scatters(self) -> bool:
+        """Is the store at positions read from memory (a scatter node)?"""
+        return self.node.is_scatter
+
+    @property
     def name(self) -> str:
         return self.node.name
 
@@ -68,6 +73,10 @@ class KernelPlan:
     @property
     def is_reduction(self) -> bool:
         return bool(self.reduce)
+
+    @property
+    def scatters(self) -> bool:
+        return any(m.scatters for m in self.members)
 
     @property
     def levels(self) -> list:
@@ -131,13 +140,16 @@ def _members(graph: Graph, nodes: list, nest: Nest, escaping: set) -> list:
     for node in nodes:
         role, level = nest.roles[node.name], nest.levels[node.name]
         body = substitute(node.body, nest.maps[node.name])
+        written_at = write_index(node, nest)
+        if node.is_scatter:
+            body, written_at = body.args[0], body.args[1:]
         value = _resolve(body, by_name, nest, level, expanded, same_level_values=True)
         if role == INNER:
             expanded[node.name] = _resolve(body, by_name, nest, level, expanded, same_level_values=False)
         member = Member(node, role, level, value)
         if node.name in escaping or node.mutates:
             layout = graph.layout_of(node.target) if node.mutates else node.layout
-            member.store = layout.position(write_index(node, nest))
+            member.store = layout.position(written_at)
         if node.is_reduction and node.reduction.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
             rvars = reduce_vars(node.reduction.sizes)
             mapped = [nest.maps[node.name].get(v, S.as_index(0)) for v in rvars]
@@ -145,6 +157,8 @@ def _members(graph: Graph, nodes: list, nest: Nest, escaping: set) -> list:
         members.append(member)
     for m in members:
         m.value = _to_positions(m.value, graph)
+        if m.node.is_scatter:
+            m.store = _to_positions(m.store, graph)  # its indices are loaded
     return members
 
 

@@ -45,6 +45,7 @@ class Reason(enum.Enum):
     OVERWRITE = "an input is read at another index than it is overwritten"
     NOTHING_SHARED = "fused, they would read no element in common"
     FEW_ROWS = "a second pass over few long rows would keep the reduction from being split"
+    SCATTER = "a scatter writes at indices read from memory: it runs alone"
 
 
 @dataclass(frozen=True)
@@ -326,6 +327,9 @@ def _mutation_reads_ok(nodes, nest: Nest) -> Verdict:
 def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     """Can the nodes of two groups run in one kernel, and is it worth it?"""
     nodes = sorted(a_nodes + b_nodes, key=lambda n: _rank(graph, n))
+    scatter = next((n for n in nodes if n.is_scatter), None)
+    if scatter is not None:
+        return Verdict(False, Reason.SCATTER, f"{scatter.name} scatters into {scatter.mutates}")
     if any(n.is_reduction for n in nodes) and not all(n.is_reduction for n in nodes) \
             and not config.fuse_reductions:
         return Verdict(False, Reason.DISABLED, "fuse_reductions is off")

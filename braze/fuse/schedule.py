@@ -87,7 +87,8 @@ class Scheduler:
     # ------------------------------------------------------------------ graph
 
     def _link(self) -> None:
-        """Edges: reads of a produced buffer, and reads of an input before its overwrite."""
+        """Edges: reads of a produced buffer, reads of an input before its overwrite, and
+        reads of a scatter's target after the scatter."""
         writers = {g.nodes[0].mutates: g for g in self.groups if not g.extern and g.nodes[0].mutates}
         for g in self.groups:
             for name in g.nodes[0].reads():
@@ -96,7 +97,10 @@ class Scheduler:
                     self._edge(producer, g)
                 writer = writers.get(name)
                 if writer is not None and writer is not g:
-                    self._edge(g, writer)  # read the old value before it is overwritten
+                    if writer.nodes[0].is_scatter:
+                        self._edge(writer, g)  # the scattered result
+                    else:
+                        self._edge(g, writer)  # read the old value before it is overwritten
 
     def _edge(self, a: Group, b: Group) -> None:
         a.succs.add(b)

@@ -110,6 +110,9 @@ class Op(enum.Enum):
     XOR = "xor"
     LSHIFT = "lshift"
     RSHIFT = "rshift"
+    # the body of a scatter node, never inside another expression: args (value, index0,
+    # index1, ...), the target's logical indices; arg "set" or "add" (accumulate)
+    SCATTER = "scatter"
 
 
 COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
@@ -120,7 +123,7 @@ BINARY = frozenset({
     Op.AND, Op.OR, Op.XOR, Op.LSHIFT, Op.RSHIFT,
 }) | COMPARISONS
 LEAVES = frozenset({Op.CONST, Op.VAR, Op.LOAD, Op.VALUE})
-UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE})
+UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE, Op.SCATTER})
 # Ops whose cost in a loop body is well above one instruction: the inliner and the
 # fusion cost model weigh them.
 EXPENSIVE = frozenset({
@@ -306,6 +309,12 @@ def where(cond: Expr, a: Expr, b: Expr) -> Expr:
 
 
 # ----------------------------------------------------------------------------- traversal
+
+def scatter_store(value: Expr, indices, accumulate: bool) -> Expr:
+    """A scatter node's body: ``value`` written to (or, ``accumulate``, added into) the
+    element of the target at logical ``indices``."""
+    return Expr(Op.SCATTER, value.dtype, (value,) + tuple(indices), "add" if accumulate else "set")
+
 
 def walk(root: Expr | Iterable[Expr]) -> list[Expr]:
     """Every distinct node reachable from ``root``, children before parents

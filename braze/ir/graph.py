@@ -8,7 +8,12 @@ offset), the node kinds of a lowered graph and ``Graph``, with a text form.
   body is an expression over its output variables ``x0, x1, ...``; a reduction's
   body is over output variables and reduction variables ``r0, r1, ...``, folded
   by ``reduction.op``. ``mutates`` names an input whose storage the node writes
-  (``copy_`` into a graph input).
+  (``copy_`` into a graph input) or, for a scatter node, the buffer it scatters into.
+- A scatter node (``index_put``, ``scatter``, ``scatter_add``) is a compute node
+  whose body is ``SCATTER(value, i0, i1, ...)``: for each element of its own sizes,
+  ``value`` is written (or added) at indices ``i0, i1, ...`` of the buffer it
+  ``mutates``, a fresh copy of the tensor scattered into. Readers of that buffer
+  run after the scatter.
 - ``ExternNode``: a call into ATen (matmul, convolution, or an op braze does not
   lower), producing one or more buffers.
 
@@ -25,7 +30,7 @@ from typing import Any
 import torch
 
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, cached, format_body, loads, var
+from braze.ir.expr import Expr, Op, cached, format_body, loads, to_text, var
 from braze.ir.simplify import flat_offset, row_major_strides
 
 
@@ -128,7 +133,7 @@ class ComputeNode(Node):
     body: Expr | None = None
     reduction: Reduction | None = None
     layout: Layout | None = None  # set once the node is realized (stored)
-    mutates: str | None = None  # input buffer written in place (copy_ into an input)
+    mutates: str | None = None  # buffer written in place (copy_ into an input; a scatter's target)
     preferred: Layout | None = None  # eager's layout for this value, used if it is stored
     pinned: str | None = None  # why the node must be stored whatever the inliner thinks
 
@@ -141,7 +146,16 @@ class ComputeNode(Node):
         found = memo.get("reads")
         if found is None:
             found = memo["reads"] = list(dict.fromkeys(ld.arg for ld in loads(self.body)))
-        return found
+        return found + [self.mutates] if self.is_scatter else found
+
+    @property
+    def is_scatter(self) -> bool:
+        return self.body is not None and self.body.op is Op.SCATTER
+
+    @property
+    def accumulates(self) -> bool:
+        """A scatter that adds into its target rather than overwriting it."""
+        return self.is_scatter and self.body.arg == "add"
 
     @property
     def target(self) -> str:
@@ -248,13 +262,15 @@ def node_text(node: Node) -> str:
     head = f"{node.name}: {shape}"
     if node.layout is not None:
         head += f" stored strides {list(node.layout.strides)}"
-    if node.mutates:
-        head += f" into {node.mutates}"
-    if node.reduction is not None:
-        head += f" = {node.reduction.op.value} over r{list(node.reduction.sizes)} of"
+    body = node.body
+    if node.is_scatter:
+        indices = ", ".join(to_text(i) for i in body.args[1:])
+        head += f" scatter into {node.mutates}[{indices}] {'+' if node.accumulates else ''}="
+        body = body.args[0]
     else:
-        head += " ="
-    lines = format_body(node.body, "value")
+        head += f" into {node.mutates}" if node.mutates else ""
+        head += f" = {node.reduction.op.value} over r{list(node.reduction.sizes)} of" if node.reduction else " ="
+    lines = format_body(body, "value")
     if len(lines) == 1:
         return f"{head} {lines[0][len('value = '):]}"
     return head + "\n" + "\n".join("    " + line for line in lines)

@@ -1,8 +1,7 @@
 """Lowering rules that build or index tensors: ``full``, ``arange``, ``iota``,
 ``scalar_tensor``; ``cat``, ``constant_pad_nd``, ``slice_scatter``,
-``select_scatter``, ``scatter`` of one element per slice; ``gather``,
-``index_select`` and ``index`` (indirect loads); an accumulating ``index_put``
-as ATen's ``index_add``.
+``select_scatter``, ``diagonal_scatter``; ``gather``, ``index_select`` and
+``index`` (indirect loads). Scatters at loaded indices: ``braze.lower.scatter``.
 
 Takes: ``TensorValue``s and arguments. Gives: compute nodes whose bodies select
 between inputs with ``where`` (cat, pad, scatters) or load at indices read from
@@ -12,8 +11,6 @@ loads stay inside their buffer.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from braze.ir import dtypes
@@ -21,8 +18,8 @@ from braze.ir import simplify as S
 from braze.ir.expr import Op, binary, cast, const, index, where
 from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register
-from braze.lower.pointwise import expand_to, finish
-from braze.lower.views import norm_dim, reshape, slice_bounds
+from braze.lower.pointwise import broadcast_sizes, expand_to, finish
+from braze.lower.views import norm_dim, slice_bounds
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -238,21 +235,22 @@ def _index_select(ctx, x, dim, idx):
     return ctx.compute(dtype, sizes, x.at(positions))
 
 
-@register(aten.index.Tensor)
-def _index(ctx, x, indices):
-    dtype, sizes = _out(ctx)
+def advanced_index(x: TensorValue, indices) -> tuple:
+    """``x[indices]`` (tensors or None per leading dimension): the result's sizes and the
+    position in ``x`` of the result's element at ``out_vars(sizes)``. The broadcast index
+    dimensions stand where the indexed dimensions were if those are adjacent, else first."""
     if any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
         raise Unsupported("boolean mask indexing")
+    indices = list(indices) + [None] * (x.ndim - len(indices))
     indexed = [k for k, t in enumerate(indices) if t is not None]
-    tensors = [indices[k] for k in indexed]
-    from braze.lower.pointwise import broadcast_sizes
-    bsizes = broadcast_sizes(*(t.sizes for t in tensors))
-    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    bsizes = broadcast_sizes(*(indices[k].sizes for k in indexed))
+    first = indexed[0] if indexed == list(range(indexed[0], indexed[-1] + 1)) else 0
+    kept = [k for k in range(x.ndim) if k not in indexed]
+    sizes = tuple(x.sizes[k] for k in kept[:first]) + tuple(bsizes) + tuple(x.sizes[k] for k in kept[first:])
     vs = out_vars(sizes)
-    first = indexed[0] if adjacent else 0
     bvars = vs[first:first + len(bsizes)]
-    others = [v for k, v in enumerate(vs) if not first <= k < first + len(bsizes)]
-    positions, rest = [], iter(others)
+    rest = iter(vs[:first] + vs[first + len(bsizes):])
+    positions = []
     for k in range(x.ndim):
         if k in indexed:
             t = indices[k]
@@ -260,43 +258,12 @@ def _index(ctx, x, indices):
             positions.append(index_from(broadcast.at(bvars), x.sizes[k]))
         else:
             positions.append(next(rest))
-    return ctx.compute(dtype, sizes, x.at(positions))
+    return sizes, positions
 
 
-@register(aten.scatter.value, aten.scatter.src)
-def _scatter(ctx, base, dim, idx, src):
-    """``scatter`` where each slice along ``dim`` receives one element (the index has
-    size 1 along ``dim`` and the base's sizes elsewhere: the one-hot target of a
-    cross-entropy backward): ``where(position == index, src, base)``, which fuses into
-    its consumers. Other index shapes run through ATen."""
+@register(aten.index.Tensor)
+def _index(ctx, x, indices):
     dtype, sizes = _out(ctx)
-    if base.ndim == 0:
-        raise Unsupported("scatter into a 0-d tensor")
-    dim = norm_dim(dim, base.ndim)
-    if tuple(idx.sizes) != sizes[:dim] + (1,) + sizes[dim + 1:]:
-        raise Unsupported("scatter with several indices per slice")
-    vs = out_vars(sizes)
-    first = list(vs)
-    first[dim] = index(0)
-    acc = dtypes.compute_dtype(dtype)
-    value = src.at(first) if isinstance(src, TensorValue) else const(src, acc)
-    hit = S.compare(Op.EQ, vs[dim], index_from(idx.at(first), sizes[dim]))
-    return finish(ctx, where(hit, cast(value, acc), cast(base.expr, acc)), dtype, sizes)
-
-
-@register(aten.index_put.default)
-def _index_put(ctx, x, indices, values, accumulate=False):
-    """An accumulating ``index_put`` with one index tensor on the first dimension (an
-    embedding's backward) as ATen's ``index_add``, which adds with atomics on a GPU;
-    eager's ``index_put`` sorts the indices first (2.8 ms of BERT's training step on an
-    H100). Deterministic mode and other forms run ``index_put`` itself through ATen."""
-    idx = indices[0] if len(indices) == 1 else None
-    if (not accumulate or idx is None or idx.dtype not in (torch.int64, torch.int32) or x.ndim == 0
-            or torch.are_deterministic_algorithms_enabled()):
-        raise Unsupported("index_put other than accumulating along the first dimension")
-    if tuple(values.sizes) != tuple(idx.sizes) + tuple(x.sizes[1:]):
-        raise Unsupported("index_put with broadcast values")
-    rows = math.prod(idx.sizes)
-    flat = reshape(idx, (rows,))
-    wrapped = ctx.compute(torch.int64, (rows,), cast(index_from(flat.expr, x.sizes[0]), torch.int64))
-    return ctx.extern(aten.index_add.default, (x, 0, wrapped, reshape(values, (rows,) + tuple(x.sizes[1:]))), {})
+    found, positions = advanced_index(x, indices)
+    assert found == sizes, (found, sizes)
+    return ctx.compute(dtype, sizes, x.at(positions))

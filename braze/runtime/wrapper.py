@@ -56,6 +56,7 @@ class _Writer:
         self.raw_of: dict = {}
         self.raw_dtype: dict = {}  # raw storage name -> the dtype it was allocated with
         self.raw_count = 0
+        self.allocated: set = set()
 
     def run(self) -> str:
         inputs = [name for name in self.graph.inputs]
@@ -93,8 +94,9 @@ class _Writer:
             return
         for name in step.writes:
             node = self.graph.producer(name)
-            if not isinstance(node, ComputeNode) or node.mutates:
-                continue
+            if not isinstance(node, ComputeNode) or node.mutates or name in self.allocated:
+                continue  # (a scatter writes into a buffer allocated by the kernel before it)
+            self.allocated.add(name)
             layout = node.layout
             if name in self.outputs or layout.storage_numel() == 0:
                 self.lines.append(f"    {name} = _empty({layout.sizes!r}, {layout.strides!r}, {node.dtype})")

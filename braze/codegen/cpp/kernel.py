@@ -4,7 +4,7 @@ Takes: a ``KernelPlan`` (``braze.fuse.kernel``), the thread count and the SIMD
 lane count. Gives: ``CppKernel``, the ``extern "C"`` function text and the order
 of its buffer arguments.
 
-Five shapes, chosen from the plan:
+Six shapes, chosen from the plan:
 - ``pointwise``: outer loops in parallel, the innermost one ``omp simd`` (cut into
   pieces where a condition on its index flips: ``pieces``).
 - ``tiled``: a transposing pointwise kernel, in tiles (``tiles``).
@@ -20,6 +20,7 @@ Five shapes, chosen from the plan:
 - ``split``: few outer elements and long reductions (a full sum): each reduce
   loop is shared by all threads, per-thread partials merged in thread order
   (deterministic).
+- ``scatter``: a scatter node, in one thread and in order (``_scatter``).
 Between reduce loops (even levels) run the ``outer`` members: epilogues.
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.fuse.kernel import KernelPlan
 from braze.ir import simplify as S
-from braze.ir.expr import Op, free_vars, walk
+from braze.ir.expr import Expr, Op, binary, cast, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
@@ -86,6 +87,8 @@ class CppKernel:
 
     def _choose_shape(self) -> str:
         plan = self.plan
+        if plan.scatters:
+            return "scatter"
         if not plan.reduce:
             return "tiled" if tile_var(self) is not None else "pointwise"
         work = plan.outer_numel() * plan.reduce_numel()
@@ -165,7 +168,8 @@ class CppKernel:
         if store is not None:
             dtype = member.value_dtype
             stored = convert(value, dtype, member.node.dtype) if dtype != member.node.dtype else value
-            self._emit(indent, f"{store_guard}{member.target}[{printer(store)}] = {stored};")
+            position = printer.clamped(store, member.target) if member.scatters else printer(store)
+            self._emit(indent, f"{store_guard}{member.target}[{position}] = {stored};")
         return value
 
     def _accumulators(self, members) -> list:
@@ -372,6 +376,23 @@ class CppKernel:
 
     def _tiled(self) -> None:
         emit_tiled(self)
+
+    def _scatter(self) -> None:
+        """A scatter node (``braze.lower.scatter``): one thread, in index order, so an
+        accumulating one adds as eager's CPU kernels do; scalar, its stores going
+        wherever the loaded indices say."""
+        plan = self.plan
+        inner = self._open_loops(plan.outer, "  ")
+        self._emit(inner, "{")
+        printer = self._printer(inner + "  ")
+        for m in plan.members:
+            value = m.value
+            if m.node.accumulates:
+                old = Expr(Op.LOAD, m.node.dtype, (m.store,), m.target)
+                value = binary(Op.ADD, cast(old, value.dtype), value)
+            self._compute(m, printer, inner + "  ", exprs=(value, m.store))
+        self._emit(inner, "}")
+        self._close_loops(len(plan.outer), inner)
 
     def _row(self) -> None:
         plan = self.plan

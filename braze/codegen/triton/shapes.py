@@ -5,7 +5,8 @@ Takes: a ``KernelPlan`` and the device's properties (``DeviceInfo``). Gives:
 number of warps and the grid, all computed once at compile time.
 
 Shapes:
-- ``pointwise``: 1-D blocks over the flattened outer loops.
+- ``pointwise``: 1-D blocks over the flattened outer loops (a scatter node's too:
+  its stores go where loaded indices say; accumulating ones add atomically).
 - ``foreach``: several independent 1-D pointwise plans in one launch (an
   optimizer step): one ``XBLOCK`` for all, the grid the concatenation of each
   plan's blocks (``braze.codegen.triton.foreach``).
@@ -116,7 +117,7 @@ def cdiv(a: int, b: int) -> int:
 
 def choose(plan, device: DeviceInfo) -> Shape:
     if not plan.reduce:
-        split = _tile_split(plan)
+        split = 0 if plan.scatters else _tile_split(plan)
         shape = _tiled(plan, split, device) if split else _pointwise(plan, device)
     else:
         shape = _reduction(plan, device)

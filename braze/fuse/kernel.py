@@ -9,7 +9,7 @@ In a plan, loads are in storage form ``LOAD(buffer, [position])`` (strides
 applied), a value computed earlier in the same kernel is ``VALUE(node)``, and an
 inner node read at a later level is recomputed there. Loops are reordered so the
 largest store (or load) is contiguous innermost, then adjacent loops that every
-access walks as one are merged.
+access walks as one are merged. A scan node's plan is its own (``_scan_plan``).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from braze.fuse.legality import INNER, OUTER, REDUCTION, Nest, assign_levels, build_nest, write_index
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, free_vars, rewrite, store_cast, substitute, var, walk
-from braze.ir.graph import ComputeNode, Graph, ReduceOp, reduce_vars
+from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars
 
 
 @dataclass
@@ -79,6 +79,11 @@ class KernelPlan:
         return any(m.scatters for m in self.members)
 
     @property
+    def scan(self) -> Member | None:
+        """The member of a scan plan (``_scan_plan``), else None."""
+        return self.members[0] if len(self.members) == 1 and self.members[0].node.is_scan else None
+
+    @property
     def levels(self) -> list:
         return sorted({m.level for m in self.members})
 
@@ -121,6 +126,8 @@ def foreach_plan(name: str, parts: list) -> KernelPlan:
 
 
 def plan_kernel(graph: Graph, nodes: list, name: str, escaping: set) -> KernelPlan:
+    if len(nodes) == 1 and nodes[0].is_scan:
+        return _scan_plan(graph, nodes[0], name)
     nest = build_nest(nodes)
     if not isinstance(nest, Nest) or not assign_levels(nodes, nest, graph).ok:
         raise AssertionError(f"kernel {name}: the scheduler fused nodes with no common loop nest")
@@ -129,6 +136,20 @@ def plan_kernel(graph: Graph, nodes: list, name: str, escaping: set) -> KernelPl
     outer, reduce = kvars[:nest.n_outer], kvars[nest.n_outer:]
     plan = KernelPlan(name, outer, reduce, members)
     _reorder_and_merge(plan)
+    _collect_buffers(plan, graph)
+    return plan
+
+
+def _scan_plan(graph: Graph, node: ComputeNode, name: str) -> KernelPlan:
+    """A scan node's kernel: its other dimensions are the outer loops, the scanned one
+    the reduce loop ``r0``, walked in order with a running value."""
+    dim = node.body.arg[1]
+    vs = out_vars(node.sizes)
+    r = var("r0", node.sizes[dim])
+    member = Member(node, REDUCTION, 1, _to_positions(substitute(node.body.args[0], {vs[dim]: r}), graph))
+    member.store = node.layout.position([r if k == dim else v for k, v in enumerate(vs)])
+    outer = [v for k, v in enumerate(vs) if k != dim and v.op is Op.VAR]
+    plan = KernelPlan(name, outer, [r], [member])
     _collect_buffers(plan, graph)
     return plan
 

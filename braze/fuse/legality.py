@@ -46,6 +46,7 @@ class Reason(enum.Enum):
     NOTHING_SHARED = "fused, they would read no element in common"
     FEW_ROWS = "a second pass over few long rows would keep the reduction from being split"
     SCATTER = "a scatter writes at indices read from memory: it runs alone"
+    SCAN = "a scan carries a running value along its dimension: it runs alone"
 
 
 @dataclass(frozen=True)
@@ -330,6 +331,9 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     scatter = next((n for n in nodes if n.is_scatter), None)
     if scatter is not None:
         return Verdict(False, Reason.SCATTER, f"{scatter.name} scatters into {scatter.mutates}")
+    scan = next((n for n in nodes if n.is_scan), None)
+    if scan is not None:
+        return Verdict(False, Reason.SCAN, f"{scan.name} is a cumulative {scan.body.arg[0]}")
     if any(n.is_reduction for n in nodes) and not all(n.is_reduction for n in nodes) \
             and not config.fuse_reductions:
         return Verdict(False, Reason.DISABLED, "fuse_reductions is off")

@@ -113,6 +113,9 @@ class Op(enum.Enum):
     # the body of a scatter node, never inside another expression: args (value, index0,
     # index1, ...), the target's logical indices; arg "set" or "add" (accumulate)
     SCATTER = "scatter"
+    # the body of a scan node, never inside another expression: args (value,); arg
+    # (combine, dim): "sum" or "prod", folded along the node's dimension dim
+    SCAN = "scan"
 
 
 COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
@@ -123,7 +126,7 @@ BINARY = frozenset({
     Op.AND, Op.OR, Op.XOR, Op.LSHIFT, Op.RSHIFT,
 }) | COMPARISONS
 LEAVES = frozenset({Op.CONST, Op.VAR, Op.LOAD, Op.VALUE})
-UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE, Op.SCATTER})
+UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE, Op.SCATTER, Op.SCAN})
 # Ops whose cost in a loop body is well above one instruction: the inliner and the
 # fusion cost model weigh them.
 EXPENSIVE = frozenset({
@@ -314,6 +317,12 @@ def scatter_store(value: Expr, indices, accumulate: bool) -> Expr:
     """A scatter node's body: ``value`` written to (or, ``accumulate``, added into) the
     element of the target at logical ``indices``."""
     return Expr(Op.SCATTER, value.dtype, (value,) + tuple(indices), "add" if accumulate else "set")
+
+
+def scan(value: Expr, combine: str, dim: int) -> Expr:
+    """A scan node's body: element ``k`` along ``dim`` folds ``value`` at ``0..k`` with
+    ``combine`` ("sum" or "prod")."""
+    return Expr(Op.SCAN, value.dtype, (value,), (combine, dim))
 
 
 def walk(root: Expr | Iterable[Expr]) -> list[Expr]:

@@ -14,6 +14,9 @@ offset), the node kinds of a lowered graph and ``Graph``, with a text form.
   ``value`` is written (or added) at indices ``i0, i1, ...`` of the buffer it
   ``mutates``, a fresh copy of the tensor scattered into. Readers of that buffer
   run after the scatter.
+- A scan node (``cumsum``, ``cumprod``) is a compute node whose body is
+  ``SCAN(value)``: its element ``k`` along the scanned dimension folds ``value`` at
+  ``0..k``.
 - ``ExternNode``: a call into ATen (matmul, convolution, or an op braze does not
   lower), producing one or more buffers.
 
@@ -153,6 +156,10 @@ class ComputeNode(Node):
         return self.body is not None and self.body.op is Op.SCATTER
 
     @property
+    def is_scan(self) -> bool:
+        return self.body is not None and self.body.op is Op.SCAN
+
+    @property
     def accumulates(self) -> bool:
         """A scatter that adds into its target rather than overwriting it."""
         return self.is_scatter and self.body.arg == "add"
@@ -266,6 +273,10 @@ def node_text(node: Node) -> str:
     if node.is_scatter:
         indices = ", ".join(to_text(i) for i in body.args[1:])
         head += f" scatter into {node.mutates}[{indices}] {'+' if node.accumulates else ''}="
+        body = body.args[0]
+    elif node.is_scan:
+        combine, dim = body.arg
+        head += f" = cumulative {combine} along dim {dim} of"
         body = body.args[0]
     else:
         head += f" into {node.mutates}" if node.mutates else ""

@@ -1,5 +1,5 @@
 """ATen FX graph -> braze Graph. Importing this package registers every rule."""
-from braze.lower import externs, indexing, pointwise, pooling, reductions, scatter, views  # noqa: F401  (registration)
+from braze.lower import externs, indexing, pointwise, pooling, reductions, scans, scatter, views  # noqa: F401  (registration)
 from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Unsupported, register
 
 __all__ = ["LOWERINGS", "Lowerer", "LoweringError", "TensorValue", "Unsupported", "register", "lower"]

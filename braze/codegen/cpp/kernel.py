@@ -4,7 +4,7 @@ Takes: a ``KernelPlan`` (``braze.fuse.kernel``), the thread count and the SIMD
 lane count. Gives: ``CppKernel``, the ``extern "C"`` function text and the order
 of its buffer arguments.
 
-Six shapes, chosen from the plan:
+Seven shapes, chosen from the plan:
 - ``pointwise``: outer loops in parallel, the innermost one ``omp simd`` (cut into
   pieces where a condition on its index flips: ``pieces``).
 - ``tiled``: a transposing pointwise kernel, in tiles (``tiles``).
@@ -21,11 +21,14 @@ Six shapes, chosen from the plan:
   loop is shared by all threads, per-thread partials merged in thread order
   (deterministic).
 - ``scatter``: a scatter node, in one thread and in order (``_scatter``).
+- ``scan``: a scan node: rows in parallel, each in order (``_scan``).
 Between reduce loops (even levels) run the ``outer`` members: epilogues.
 """
 from __future__ import annotations
 
 import itertools
+
+import torch
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.columns import emit_column
@@ -89,6 +92,8 @@ class CppKernel:
         plan = self.plan
         if plan.scatters:
             return "scatter"
+        if plan.scan is not None:
+            return "scan"
         if not plan.reduce:
             return "tiled" if tile_var(self) is not None else "pointwise"
         work = plan.outer_numel() * plan.reduce_numel()
@@ -391,6 +396,26 @@ class CppKernel:
                 old = Expr(Op.LOAD, m.node.dtype, (m.store,), m.target)
                 value = binary(Op.ADD, cast(old, value.dtype), value)
             self._compute(m, printer, inner + "  ", exprs=(value, m.store))
+        self._emit(inner, "}")
+        self._close_loops(len(plan.outer), inner)
+
+    def _scan(self) -> None:
+        """A scan node: rows in parallel, each walked in order with its running value (in
+        double for float32, as eager's CPU kernels keep it)."""
+        plan, m = self.plan, self.plan.scan
+        combine = m.node.body.arg[0]
+        acc = torch.float64 if m.value.dtype is torch.float32 else m.value.dtype
+        if plan.outer:
+            self._emit("  ", self._parallel(len(plan.outer)))
+        inner = self._open_loops(plan.outer, "  ")
+        self._emit(inner, "{")
+        self._emit(inner + "  ", f"{ctype(acc)} running = {1 if combine == 'prod' else 0};")
+        body = self._open_loops(plan.reduce, inner + "  ")
+        printer = self._printer(body)
+        value = convert(printer(m.value), m.value.dtype, acc)
+        self._emit(body, f"running = running {'*' if combine == 'prod' else '+'} {value};")
+        self._emit(body, f"{m.target}[{printer(m.store)}] = {convert('running', acc, m.node.dtype)};")
+        self._close_loops(len(plan.reduce), body)
         self._emit(inner, "}")
         self._close_loops(len(plan.outer), inner)
 

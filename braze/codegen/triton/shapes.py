@@ -22,6 +22,8 @@ Shapes:
   sum of exponentials share one loop: ``online``).
 - ``column``: the reduced loop is strided and the innermost outer loop is
   contiguous (``x.sum(0)``): tiles ``[RBLOCK, XBLOCK]`` reduced along axis 0.
+- ``scan``: a cumulative sum or product: ``[XBLOCK, RBLOCK]`` chunks of rows in
+  order, each chunk's scan offset by the running value of the chunks before.
 - ``split``: few outer elements and long rows (a full sum): ``RSPLIT``
   programs per outer block each reduce one chunk into a workspace, a second
   kernel merges the partials in order (deterministic) and runs the epilogue.
@@ -58,6 +60,7 @@ SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill 
 # ResNet-50 BatchNorm's statistics at 1.4 TB/s on an H100.
 LANE_CHAIN_MAX = 32
 WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
+SCAN_RBLOCK_MAX = 1024  # the longest chunk of a row a scan kernel folds at once
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,9 @@ def cdiv(a: int, b: int) -> int:
 
 
 def choose(plan, device: DeviceInfo) -> Shape:
-    if not plan.reduce:
+    if plan.scan is not None:
+        shape = _scan(plan, device)
+    elif not plan.reduce:
         split = 0 if plan.scatters else _tile_split(plan)
         shape = _tiled(plan, split, device) if split else _pointwise(plan, device)
     else:
@@ -195,6 +200,22 @@ def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
     grid = (cdiv(ynumel, yblock) * cdiv(xnumel, xblock), 1, 1)
     return Shape("tiled", {"YBLOCK": yblock, "XBLOCK": xblock}, _warps(yblock * xblock, 512, 4), grid,
                  tile_split=split)
+
+
+def _scan(plan, device: DeviceInfo) -> Shape:
+    """Rows in ``[XBLOCK, RBLOCK]`` chunks, ``RBLOCK`` up to 1024 elements of a row; a
+    scan down columns (``x.cumsum(0)``) takes a tile's width of columns, contiguous."""
+    xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
+    if plan.outer and _columnar(plan):
+        xblock = min(device.tile, next_pow2(xnumel))
+        rblock = min(next_pow2(rnumel), max(1, device.block_elements // xblock))
+        return Shape("scan", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
+                     (cdiv(xnumel, xblock), 1, 1), orientation="column")
+    rblock = min(next_pow2(rnumel), SCAN_RBLOCK_MAX)
+    xblock = min(next_pow2(xnumel), max(1, device.block_elements // rblock))
+    while xblock > 1 and cdiv(xnumel, xblock) < device.fill:
+        xblock //= 2
+    return Shape("scan", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock), (cdiv(xnumel, xblock), 1, 1))
 
 
 # ----------------------------------------------------------------------------- reductions

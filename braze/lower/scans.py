@@ -1,0 +1,37 @@
+"""Lowering rules for cumulative ops: ``cumsum`` and ``cumprod``.
+
+Takes: a ``TensorValue``, a dimension and an optional result dtype. Gives: a scan
+node (``braze.ir.graph``): element ``k`` along ``dim`` folds the input at ``0..k``.
+The input's expression is inlined into it; like a scatter, it fuses with no other
+kernel. A scan along a dimension of one element is the input itself (a pointwise
+node). C++ walks each row in order with the running value in double for float32,
+as eager's CPU kernels do; Triton scans ``[XBLOCK, RBLOCK]`` chunks and carries
+the running value from chunk to chunk.
+"""
+from __future__ import annotations
+
+import torch
+
+from braze.ir import dtypes
+from braze.ir.expr import cast, scan
+from braze.lower.core import Unsupported, register
+from braze.lower.pointwise import finish
+from braze.lower.views import norm_dim
+
+aten = torch.ops.aten
+
+COMBINES = {aten.cumsum.default: "sum", aten.cumprod.default: "prod"}
+
+
+@register(aten.cumsum.default, aten.cumprod.default)
+def _cumulative(ctx, x, dim, dtype=None):
+    out_dtype, sizes = ctx.out.dtype, tuple(ctx.out.shape)
+    if not dtypes.is_supported(out_dtype):
+        raise Unsupported(f"cumulative op into {out_dtype}")
+    value = cast(x.expr, dtypes.compute_dtype(out_dtype))
+    dim = norm_dim(dim, x.ndim)
+    if x.ndim == 0 or sizes[dim] == 1 or x.numel == 0:
+        return finish(ctx, value, out_dtype, sizes)
+    result = ctx.compute(out_dtype, sizes, scan(value, COMBINES[ctx.node.target], dim))
+    ctx.pin(result.expr.arg, f"a cumulative {COMBINES[ctx.node.target]}")
+    return result

@@ -1,0 +1,57 @@
+"""Cumulative ops (``braze.lower.scans``): ``cumsum`` and ``cumprod`` and what
+decomposes into them (``prod``'s gradient), against eager on both code generators."""
+import torch
+
+import braze
+from helpers import check, check_low_precision
+
+
+def rand(*shape, grad=False):
+    return torch.randn(shape).requires_grad_(grad)
+
+
+def compiled_scans(compiled) -> list:
+    return [k for k in compiled.kernels if k.shape == "scan"]
+
+
+def test_cumsum_and_cumprod_forms(backend):
+    """Rows longer than a Triton chunk (1024) carry their running value across chunks."""
+    x, long = rand(4, 7, 5, grad=True), rand(3, 3000, grad=True)
+    compiled = check(lambda x, long: (x.sin().cumsum(1) * 2, x.cumsum(0), x.cumsum(-1, dtype=torch.float64),
+                                      (x * 0.5 + 1).cumprod(2), long.cumsum(1), x[:, :1].cumsum(1)),
+                     x, long, grad=True)
+    assert compiled_scans(compiled) and not [f for g in compiled.graphs for f in g.fallbacks]
+
+
+def test_integer_and_bool_cumsum_are_exact(backend):
+    ints = torch.randint(-1000, 1000, (50, 6), dtype=torch.int32)
+    check(lambda i, b: (i.cumsum(0), i.cumprod(1), (b > 0).cumsum(1), i.cumsum(0, dtype=torch.int16)),
+          ints, rand(4, 40))
+
+
+def test_product_gradients_with_zeros(backend):
+    """``prod``'s gradient divides by the input where it is not zero and otherwise uses
+    exclusive cumulative products from both ends."""
+    x = rand(5, 8, grad=True)
+    with torch.no_grad():
+        x[1, 3] = 0
+        x[2, 0] = x[2, 5] = 0
+    compiled = check(lambda x: (x.prod(1), x.cumprod(1)), x, grad=True)
+    assert not [f for g in compiled.graphs for f in g.fallbacks]
+
+
+def test_bf16_cumsum(backend):
+    check_low_precision(lambda x: x.cumsum(1), rand(4, 100).bfloat16())
+
+
+def test_empty_and_scalar_scans(backend):
+    check(lambda e, s: (e.cumsum(1), s.cumsum(0), s.cumprod(0)), rand(0, 4), rand())
+
+
+def test_a_scan_runs_alone_and_says_why():
+    report = braze.explain(lambda x: x.exp().cumsum(1) + 1, rand(6, 9))
+    (graph,) = report.graphs
+    assert [k.shape for k in graph.kernels] == ["scan", "pointwise"]
+    assert "aten.exp.default" in graph.kernels[0].ops
+    refused = [r for r in graph.fusion_log if not r.fused]
+    assert refused and all(r.reason.value.startswith("a scan") for r in refused)

@@ -54,6 +54,8 @@ def main(argv=None) -> None:
                         help="compile-time measurements run this many at a time (each its own process)")
     parser.add_argument("--budget", type=float, default=2.0, help="CPU: seconds of timed calls per compiler")
     parser.add_argument("--threads", type=int, help="CPU: torch (and so Inductor and braze) threads")
+    parser.add_argument("--section", default="",
+                        help="suffix of the results section written (a partial run beside the full table)")
     ns = parser.parse_args(argv)
     device = ns.device
     command = "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -67,6 +69,7 @@ def main(argv=None) -> None:
             torch.set_num_threads(ns.threads)
         section = device if device != "cpu" else f"cpu-{torch.get_num_threads()}thread"
         section += "-compile" if ns.compile_only else ""
+        section += f"-{ns.section}" if ns.section else ""
         import braze  # noqa: F401  (after the cache directories are set)
         torch._dynamo.config.cache_size_limit = 64
         load = [os.getloadavg()[0]]

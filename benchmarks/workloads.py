@@ -220,6 +220,29 @@ def column_sum(device, n):
     return Case(fn, lambda s: (_randn((n, n), device, seed=s),), f"{n}² fp32 -> {n}")
 
 
+# --- scatters and scans -----------------------------------------------------------------
+
+@workload("embedding backward", cpu=dict(vocab=8192, hidden=256, tokens=4096),
+          cuda=dict(vocab=30522, hidden=768, tokens=4096))
+def embedding_backward(device, vocab, hidden, tokens):
+    """The weight gradient of an embedding lookup: rows of the output gradient added into
+    the rows their token ids name (an accumulating ``index_put`` into zeros)."""
+    def fn(grad, ids):
+        return torch.ops.aten.embedding_dense_backward(grad, ids, vocab, -1, False)
+
+    def make(s):
+        g = torch.Generator(device=device).manual_seed(s + 11)
+        return _randn((tokens, hidden), device, seed=s), torch.randint(0, vocab, (tokens,), device=device, generator=g)
+    return Case(fn, make, f"{tokens} ids × {hidden} fp32 into {vocab} rows")
+
+
+@workload("exp+cumsum", cpu=dict(shape=(2048, 1024)), cuda=dict(shape=(8192, 4096)))
+def exp_cumsum(device, shape):
+    def fn(x):
+        return x.exp().cumsum(1)
+    return Case(fn, lambda s: (_randn(shape, device, seed=s),), f"{_dims(shape)} fp32, along rows")
+
+
 # --- optimizer and training -----------------------------------------------------------
 
 def adam_update(params, grads, exp_avgs, exp_avg_sqs, step, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):

@@ -46,14 +46,25 @@ CASES = {
     "column": (["column"], lambda x: x.sum(0), (1024, 8192)),
     "split": (["split"], lambda x: (x.sum(), x.amax(), x.argmax(), torch.var_mean(x)), (1 << 22,)),
     "split_column": (["split"], lambda x: x.sum(0), (1 << 20, 3)),
+    "scan": (["scan"], lambda x: x.exp().cumsum(1), (300, 2500)),  # rows of three chunks
+    "scan_column": (["scan"], lambda x: x.cumsum(0), (600, 96)),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_shape_on_gpu(name):
     shapes, fn, size = CASES[name]
-    loose = name in ("column", "split", "split_column", "row_loop", "row_8k")
+    loose = name in ("column", "split", "split_column", "row_loop", "row_8k", "scan", "scan_column")
     check_gpu(shapes, fn, randn(*size), rtol=1e-4 if loose else 1e-5, atol=1e-3 if loose else 1e-5)
+
+
+def test_scatters_add_atomically_on_gpu():
+    """Many indices hit each row: the adds race, atomically; integers are exact."""
+    idx = torch.randint(0, 64, (500, 33), device=CUDA)
+    check_gpu(["pointwise", "pointwise"], lambda x, i, s: x.scatter_add(0, i, s), randn(64, 33), idx,
+              randn(500, 33), rtol=1e-4, atol=1e-4)
+    counts = torch.randint(-50, 50, (64, 33), device=CUDA)
+    check_gpu(["pointwise", "pointwise"], lambda c, i: c.scatter_add(0, i, i * 3 - 7), counts, idx)
 
 
 def test_cat_halves_are_one_pointwise_kernel_on_gpu():

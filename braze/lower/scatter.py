@@ -12,8 +12,9 @@ fuses with no other kernel. C++ runs it in one thread, in index order (so sums a
 deterministic, as eager's CPU ones); Triton adds with atomics, which exist for 32-
 and 64-bit types only, so other accumulating dtypes (bf16) run through ATen there.
 
-Indices are clamped into the target, as loads are: an out-of-range index, which
-eager rejects with an error, writes inside the buffer instead (not checked).
+Indices are clamped into the target's dimensions (loads are clamped too): an
+out-of-range index, which eager rejects with an error, writes inside the buffer
+instead (not checked).
 
 One special case fuses instead: a ``scatter`` of one element per slice along
 ``dim`` (the one-hot target of a cross-entropy backward) is ``where(position ==
@@ -51,10 +52,18 @@ def scatter_into(ctx, base: TensorValue, sizes, value, positions, accumulate: bo
     if accumulate and not _adds_into(ctx, dtype):
         raise Unsupported(f"accumulating scatter into {dtype} on this backend")
     target = ctx.materialize(base, reason="scattered into")
+    positions = [_inside(p, size) for p, size in zip(positions, base.sizes)]
     body = scatter_store(cast(value, dtypes.compute_dtype(dtype)), positions, accumulate)
     ctx.graph.add(ComputeNode(ctx.fresh(), dtype, tuple(sizes), [str(ctx.node.target)], body=body,
                               mutates=target, pinned=f"scatters into {target}"))
     return TensorValue(dtype, base.sizes, load(target, out_vars(base.sizes), dtype))
+
+
+def _inside(position, size: int):
+    """A target index clamped into ``[0, size)`` unless provably there: the flat position
+    then stays affine in the loops that do not index (a row's elements, contiguous)."""
+    lo, hi = S.bounds(position)
+    return position if size == 0 or 0 <= lo and hi < size else S.clamp(position, 0, size - 1)
 
 
 def _adds_into(ctx, dtype) -> bool:

@@ -43,6 +43,7 @@ from braze.ir.expr import Expr, Op, binary, cast, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
+SCAN_BLOCK = 256  # elements of a row a scan computes (vectorized) before folding them in order
 LINE_BYTES = 64  # cache line
 
 
@@ -387,7 +388,10 @@ class CppKernel:
         accumulating one adds as eager's CPU kernels do; scalar, its stores going
         wherever the loaded indices say."""
         plan = self.plan
-        inner = self._open_loops(plan.outer, "  ")
+        inner = self._open_loops(plan.outer[:-1], "  ")
+        if plan.outer and self._distinct_stores(plan.outer[-1]):
+            self._emit(inner, "#pragma omp simd")
+        inner = self._open_loops(plan.outer[-1:], inner)
         self._emit(inner, "{")
         printer = self._printer(inner + "  ")
         for m in plan.members:
@@ -400,24 +404,43 @@ class CppKernel:
         self._close_loops(len(plan.outer), inner)
 
     def _scan(self) -> None:
-        """A scan node: rows in parallel, each walked in order with its running value (in
-        double for float32, as eager's CPU kernels keep it)."""
+        """A scan node: rows in parallel; each row in blocks of ``SCAN_BLOCK``, whose values
+        are computed first (a SIMD loop: an ``exp`` before a cumsum vectorizes), then folded
+        in order into the running value (in double for float32, as eager's CPU kernels)."""
         plan, m = self.plan, self.plan.scan
-        combine = m.node.body.arg[0]
+        prod = m.node.body.arg[0] == "prod"
         acc = torch.float64 if m.value.dtype is torch.float32 else m.value.dtype
+        r = plan.reduce[0]
+        block = min(SCAN_BLOCK, r.size)
         if plan.outer:
             self._emit("  ", self._parallel(len(plan.outer)))
         inner = self._open_loops(plan.outer, "  ")
         self._emit(inner, "{")
-        self._emit(inner + "  ", f"{ctype(acc)} running = {1 if combine == 'prod' else 0};")
-        body = self._open_loops(plan.reduce, inner + "  ")
-        printer = self._printer(body)
-        value = convert(printer(m.value), m.value.dtype, acc)
-        self._emit(body, f"running = running {'*' if combine == 'prod' else '+'} {value};")
-        self._emit(body, f"{m.target}[{printer(m.store)}] = {convert('running', acc, m.node.dtype)};")
-        self._close_loops(len(plan.reduce), body)
+        row, lane = inner + "  ", inner + "      "
+        self._emit(row, f"{ctype(acc)} running = {1 if prod else 0};")
+        self._emit(row, f"for (int64_t rb = 0; rb < {r.size}; rb += {block}) {{")
+        self._emit(row, f"  const int64_t len = {r.size} - rb < {block} ? {r.size} - rb : {block};")
+        self._emit(row, f"  {ctype(m.value.dtype)} vals[{block}];")
+        self._emit(row, "  #pragma omp simd")
+        for k, statement in enumerate(("vals[l] = {value};", "running = running {op} {folded};")):
+            self._emit(row, "  for (int64_t l = 0; l < len; l++) {")
+            self._emit(lane, f"const int64_t {r.name} = rb + l;")
+            printer = self._printer(lane)
+            if k == 0:
+                self._emit(lane, statement.format(value=printer(m.value)))
+            else:
+                self._emit(lane, statement.format(op="*" if prod else "+",
+                                                  folded=convert("vals[l]", m.value.dtype, acc)))
+                self._emit(lane, f"{m.target}[{printer(m.store)}] = {convert('running', acc, m.node.dtype)};")
+            self._emit(row, "  }")
+        self._emit(row, "}")
         self._emit(inner, "}")
         self._close_loops(len(plan.outer), inner)
+
+    def _distinct_stores(self, v) -> bool:
+        """Does each step of loop ``v`` store to its own element (``v`` in the positions
+        linearly, not through a loaded index), so that its iterations may run as SIMD lanes?"""
+        return all(S.coefficient(m.store, v) not in (None, 0) for m in self.plan.members)
 
     def _row(self) -> None:
         plan = self.plan

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from braze import config
 from braze.ir.expr import EXPENSIVE, LEAVES, Expr, Op, op_count, rewrite, store_cast, substitute, walk
-from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode, Layout, out_vars
+from braze.ir.graph import ComputeNode, ExternNode, Graph, Layout, out_vars
 
 
 _CPU_COST = {

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from braze.fuse.legality import INNER, OUTER, REDUCTION, Nest, assign_levels, build_nest, write_index
+from braze.fuse.legality import INNER, REDUCTION, Nest, assign_levels, build_nest, write_index
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, free_vars, rewrite, store_cast, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars

@@ -20,15 +20,13 @@ Seven shapes, chosen from the plan:
 - ``split``: few outer elements and long reductions (a full sum): each reduce
   loop is shared by all threads, per-thread partials merged in thread order
   (deterministic).
-- ``scatter``: a scatter node, in one thread and in order (``_scatter``).
-- ``scan``: a scan node: rows in parallel, each in order (``_scan``).
+- ``scatter``: a scatter node, in one thread and in order (``sequential``).
+- ``scan``: a scan node: rows in parallel, each in order (``sequential``).
 Between reduce loops (even levels) run the ``outer`` members: epilogues.
 """
 from __future__ import annotations
 
 import itertools
-
-import torch
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.columns import emit_column
@@ -36,14 +34,14 @@ from braze.codegen.cpp.exprs import CPrinter, convert, ctype
 from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
 from braze.codegen.cpp.pieces import over_piece, piece_name, piece_var, pieces
 from braze.codegen.cpp.rows import keeps, prefetches
+from braze.codegen.cpp.sequential import emit_scan, emit_scatter
 from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.fuse.kernel import KernelPlan
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, binary, cast, free_vars, walk
+from braze.ir.expr import Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
-SCAN_BLOCK = 256  # elements of a row a scan computes (vectorized) before folding them in order
 LINE_BYTES = 64  # cache line
 
 
@@ -384,63 +382,10 @@ class CppKernel:
         emit_tiled(self)
 
     def _scatter(self) -> None:
-        """A scatter node (``braze.lower.scatter``): one thread, in index order, so an
-        accumulating one adds as eager's CPU kernels do; scalar, its stores going
-        wherever the loaded indices say."""
-        plan = self.plan
-        inner = self._open_loops(plan.outer[:-1], "  ")
-        if plan.outer and self._distinct_stores(plan.outer[-1]):
-            self._emit(inner, "#pragma omp simd")
-        inner = self._open_loops(plan.outer[-1:], inner)
-        self._emit(inner, "{")
-        printer = self._printer(inner + "  ")
-        for m in plan.members:
-            value = m.value
-            if m.node.accumulates:
-                old = Expr(Op.LOAD, m.node.dtype, (m.store,), m.target)
-                value = binary(Op.ADD, cast(old, value.dtype), value)
-            self._compute(m, printer, inner + "  ", exprs=(value, m.store))
-        self._emit(inner, "}")
-        self._close_loops(len(plan.outer), inner)
+        emit_scatter(self)
 
     def _scan(self) -> None:
-        """A scan node: rows in parallel; each row in blocks of ``SCAN_BLOCK``, whose values
-        are computed first (a SIMD loop: an ``exp`` before a cumsum vectorizes), then folded
-        in order into the running value (in double for float32, as eager's CPU kernels)."""
-        plan, m = self.plan, self.plan.scan
-        prod = m.node.body.arg[0] == "prod"
-        acc = torch.float64 if m.value.dtype is torch.float32 else m.value.dtype
-        r = plan.reduce[0]
-        block = min(SCAN_BLOCK, r.size)
-        if plan.outer:
-            self._emit("  ", self._parallel(len(plan.outer)))
-        inner = self._open_loops(plan.outer, "  ")
-        self._emit(inner, "{")
-        row, lane = inner + "  ", inner + "      "
-        self._emit(row, f"{ctype(acc)} running = {1 if prod else 0};")
-        self._emit(row, f"for (int64_t rb = 0; rb < {r.size}; rb += {block}) {{")
-        self._emit(row, f"  const int64_t len = {r.size} - rb < {block} ? {r.size} - rb : {block};")
-        self._emit(row, f"  {ctype(m.value.dtype)} vals[{block}];")
-        self._emit(row, "  #pragma omp simd")
-        for k, statement in enumerate(("vals[l] = {value};", "running = running {op} {folded};")):
-            self._emit(row, "  for (int64_t l = 0; l < len; l++) {")
-            self._emit(lane, f"const int64_t {r.name} = rb + l;")
-            printer = self._printer(lane)
-            if k == 0:
-                self._emit(lane, statement.format(value=printer(m.value)))
-            else:
-                self._emit(lane, statement.format(op="*" if prod else "+",
-                                                  folded=convert("vals[l]", m.value.dtype, acc)))
-                self._emit(lane, f"{m.target}[{printer(m.store)}] = {convert('running', acc, m.node.dtype)};")
-            self._emit(row, "  }")
-        self._emit(row, "}")
-        self._emit(inner, "}")
-        self._close_loops(len(plan.outer), inner)
-
-    def _distinct_stores(self, v) -> bool:
-        """Does each step of loop ``v`` store to its own element (``v`` in the positions
-        linearly, not through a loaded index), so that its iterations may run as SIMD lanes?"""
-        return all(S.coefficient(m.store, v) not in (None, 0) for m in self.plan.members)
+        emit_scan(self)
 
     def _row(self) -> None:
         plan = self.plan

@@ -90,6 +90,15 @@ def test_forced_fallback_knob():
     assert compiled.graphs[0].fallbacks == ["aten.sin.default"]
 
 
+def test_a_view_returned_by_aten_keeps_its_base_alive():
+    """A fallback's result may be a view of its argument: the argument's storage is not
+    reused while the view is live (it was: stft's gradient read zeros for its indices)."""
+    x, y, w = torch.randn(64, 48), torch.randn(48, 64), torch.randn(64, 64)
+    with braze.config.patch(fallback_ops=frozenset({"aten.permute"})):
+        compiled = check(lambda x, y, w: x.exp().permute(1, 0) + y.sin() @ w, x, y, w)
+    assert compiled.graphs[0].fallbacks == ["aten.permute.default"]
+
+
 def test_fusion_can_be_turned_off():
     with braze.config.patch(fuse=False):
         compiled = check(lambda x: x.softmax(-1), torch.randn(4, 8))

@@ -83,10 +83,18 @@ class _Writer:
     # ------------------------------------------------------------------ buffers
 
     def _last_uses(self) -> dict:
+        """The step after which each buffer is dead. An ATen call whose results may be views
+        of its arguments (``unfold``, ``view_as_real``) keeps those arguments' storage alive
+        as long as its results."""
         last = {}
         for k, step in enumerate(self.steps):
             for name in step.reads + step.writes:
                 last[name] = k
+        for step in reversed(self.steps):
+            if step.kind == "extern" and _may_alias(step.node.target):
+                end = max((last[name] for name in step.writes), default=-1)
+                for name in step.reads:
+                    last[name] = max(last[name], end)
         return last
 
     def _allocate(self, step: Step) -> None:
@@ -262,3 +270,9 @@ def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:
     out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out
+
+
+def _may_alias(target) -> bool:
+    """May ``target`` return a view of an argument (its schema says so, or it is unknown)?"""
+    schema = getattr(target, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)

@@ -55,3 +55,4 @@ def test_a_scan_runs_alone_and_says_why():
     assert "aten.exp.default" in graph.kernels[0].ops
     refused = [r for r in graph.fusion_log if not r.fused]
     assert refused and all(r.reason.value.startswith("a scan") for r in refused)
+    assert "= cumulative sum along dim 1 of" in graph.graph.to_text()

@@ -311,8 +311,6 @@ def where(cond: Expr, a: Expr, b: Expr) -> Expr:
     return Expr(Op.WHERE, a.dtype, (cond, a, b))
 
 
-# ----------------------------------------------------------------------------- traversal
-
 def scatter_store(value: Expr, indices, accumulate: bool) -> Expr:
     """A scatter node's body: ``value`` written to (or, ``accumulate``, added into) the
     element of the target at logical ``indices``."""
@@ -324,6 +322,8 @@ def scan(value: Expr, combine: str, dim: int) -> Expr:
     ``combine`` ("sum" or "prod")."""
     return Expr(Op.SCAN, value.dtype, (value,), (combine, dim))
 
+
+# ----------------------------------------------------------------------------- traversal
 
 def walk(root: Expr | Iterable[Expr]) -> list[Expr]:
     """Every distinct node reachable from ``root``, children before parents

@@ -89,6 +89,8 @@ def _at(tv: TensorValue, vs) -> object:
 def _scatter_along(ctx, base, dim, idx, src, accumulate: bool) -> TensorValue:
     """``base`` with ``src[i]`` written (or added) at ``i`` with its ``dim`` coordinate
     replaced by ``idx[i]``, for each element ``i`` of ``idx``."""
+    if idx.numel == 0:  # (an empty index may have any rank)
+        return finish(ctx, base.expr, base.dtype, base.sizes)
     if idx.ndim != base.ndim and max(idx.ndim, base.ndim) > 1:
         raise Unsupported("scatter with an index of another rank than the tensor")
     sizes = idx.sizes

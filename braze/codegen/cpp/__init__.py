@@ -12,8 +12,6 @@ import torch
 from braze import config
 from braze.codegen import Built
 from braze.codegen.cpp.build import build_library, function, is_cached
-from braze.codegen.cpp.kernel import CppForeach, CppKernel
-from braze.codegen.cpp.prelude import PRELUDE
 
 
 class CppBackend:
@@ -21,6 +19,9 @@ class CppBackend:
     supports_foreach = True
 
     def compile(self, plans: list) -> Built:
+        # (imported here: a graph-cache hit unpickles a CppRecipe and needs no generator)
+        from braze.codegen.cpp.kernel import CppForeach, CppKernel
+        from braze.codegen.cpp.prelude import PRELUDE
         threads = config.num_threads or torch.get_num_threads()
         kernels = [(CppForeach if plan.is_foreach else CppKernel)(plan, threads, config.cpp_lanes)
                    for plan in plans]

@@ -15,6 +15,8 @@ CI_SUBSET = (
     "sum", "mean", "amax", "argmax", "var", "any", "prod",
     # indexing and creation
     "cat", "constant_pad_nd", "gather", "index_select", "full", "arange", "scalar_tensor",
+    # scatters and scans
+    "scatter_add", "index_put", "cumsum",
     # decompositions braze fuses, externs
     "softmax", "nn.functional.layer_norm", "mm",
 )

@@ -12,9 +12,9 @@ fuses with no other kernel. C++ runs it in one thread, in index order (so sums a
 deterministic, as eager's CPU ones); Triton adds with atomics, which exist for 32-
 and 64-bit types only, so other accumulating dtypes (bf16) run through ATen there.
 
-Indices are clamped into the target's dimensions (loads are clamped too): an
-out-of-range index, which eager rejects with an error, writes inside the buffer
-instead (not checked).
+Indices are clamped into the target's dimensions here (so code generators need
+not clamp stores; loads they clamp themselves): an out-of-range index, which eager
+rejects with an error, writes inside the buffer instead (not checked).
 
 One special case fuses instead: a ``scatter`` of one element per slice along
 ``dim`` (the one-hot target of a cross-entropy backward) is ``where(position ==
@@ -29,7 +29,7 @@ import torch
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import Op, cast, const, index, load, scatter_store, where
+from braze.ir.expr import Expr, Op, cast, const, index, load, scatter_store, where
 from braze.ir.graph import ComputeNode, out_vars
 from braze.lower.core import TensorValue, Unsupported, register
 from braze.lower.indexing import advanced_index, index_from
@@ -78,7 +78,7 @@ def _adds_into(ctx, dtype) -> bool:
     return dtype in ATOMIC_ADD_DTYPES
 
 
-def _at(tv: TensorValue, vs) -> object:
+def _at(tv: TensorValue, vs) -> Expr:
     """``tv`` at the leading variables ``vs`` (a 0-d tensor at any; missing ones 0)."""
     vs = list(vs)[:tv.ndim]
     return tv.at(vs + [index(0)] * (tv.ndim - len(vs)))

@@ -122,17 +122,10 @@ class CPrinter:
         return self._temp(e.dtype, value_op(op, e.args[0].dtype, args, e.dtype))
 
     def _position(self, load: Expr) -> str:
-        return self._inside(load.args[0], load.arg)
-
-    def clamped(self, position: Expr, buffer: str) -> str:
-        """``position`` printed, clamped into ``buffer`` unless provably inside it."""
-        self(position)
-        return self._inside(position, buffer)
-
-    def _inside(self, pos: Expr, buffer: str) -> str:
+        pos = load.args[0]
         text = self.memo[id(pos)]
         lo, hi = S.bounds(pos)
-        extent = self.extents[buffer]
+        extent = self.extents[load.arg]
         if lo < 0 or hi > extent - 1:
             return f"idx_clamp({text}, {max(extent - 1, 0)})"
         return text

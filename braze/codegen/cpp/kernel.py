@@ -172,8 +172,7 @@ class CppKernel:
         if store is not None:
             dtype = member.value_dtype
             stored = convert(value, dtype, member.node.dtype) if dtype != member.node.dtype else value
-            position = printer.clamped(store, member.target) if member.scatters else printer(store)
-            self._emit(indent, f"{store_guard}{member.target}[{position}] = {stored};")
+            self._emit(indent, f"{store_guard}{member.target}[{printer(store)}] = {stored};")
         return value
 
     def _accumulators(self, members) -> list:

@@ -31,7 +31,6 @@ from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import row_fields
 from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
 from braze.fuse.kernel import KernelPlan
-from braze.ir import simplify as S
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
 # then folds more than LANE_CHAIN_MAX (32) elements in sequence (64 if autotuning halves
@@ -138,13 +137,7 @@ class TritonKernel:
         text = printer.tensor(value, member.value_dtype)
         if member.value_dtype != member.node.dtype:
             text = convert(f"({text})" if " " in text else text, member.value_dtype, member.node.dtype)
-        offset = pos.text if pos.precedence >= 3 else f"({pos.text})"
-        if member.scatters:  # indices loaded from memory: clamped into the target, as loads are
-            lo, hi = S.bounds(member.store)
-            extent = self.extents[member.target]
-            if lo < 0 or hi > extent - 1:
-                offset = f"tl.minimum(tl.maximum({pos.text}, 0), {max(extent - 1, 0)})"
-        pointer = f"{self.params[member.target]} + {offset}"
+        pointer = f"{self.params[member.target]} + {pos.text if pos.precedence >= 3 else f'({pos.text})'}"
         pointer_axes = pos.axes
         if not value.axes <= pos.axes:  # a position that ignores an axis the value varies along
             pointer = f"tl.broadcast_to({pointer}, {self._block_shape(axes)})"

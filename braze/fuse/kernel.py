@@ -161,9 +161,10 @@ def _members(graph: Graph, nodes: list, nest: Nest, escaping: set) -> list:
     for node in nodes:
         role, level = nest.roles[node.name], nest.levels[node.name]
         body = substitute(node.body, nest.maps[node.name])
-        written_at = write_index(node, nest)
-        if node.is_scatter:
+        if node.is_scatter:  # SCATTER(value, indices): stored at the indices it computes
             body, written_at = body.args[0], body.args[1:]
+        else:
+            written_at = write_index(node, nest)
         value = _resolve(body, by_name, nest, level, expanded, same_level_values=True)
         if role == INNER:
             expanded[node.name] = _resolve(body, by_name, nest, level, expanded, same_level_values=False)

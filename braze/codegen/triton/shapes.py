@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -203,19 +203,12 @@ def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
 
 
 def _scan(plan, device: DeviceInfo) -> Shape:
-    """Rows in ``[XBLOCK, RBLOCK]`` chunks, ``RBLOCK`` up to 1024 elements of a row; a
-    scan down columns (``x.cumsum(0)``) takes a tile's width of columns, contiguous."""
+    """A row reduction's blocks (``_row``) over chunks of at most ``SCAN_RBLOCK_MAX``
+    elements of a row; a column reduction's (``_column``) for a scan down columns."""
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     if plan.outer and _columnar(plan):
-        xblock = min(device.tile, next_pow2(xnumel))
-        rblock = min(next_pow2(rnumel), max(1, device.block_elements // xblock))
-        return Shape("scan", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
-                     (cdiv(xnumel, xblock), 1, 1), orientation="column")
-    rblock = min(next_pow2(rnumel), SCAN_RBLOCK_MAX)
-    xblock = min(next_pow2(xnumel), max(1, device.block_elements // rblock))
-    while xblock > 1 and cdiv(xnumel, xblock) < device.fill:
-        xblock //= 2
-    return Shape("scan", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock), (cdiv(xnumel, xblock), 1, 1))
+        return replace(_column(xnumel, rnumel, device), name="scan")
+    return replace(_row(xnumel, min(rnumel, SCAN_RBLOCK_MAX), device), name="scan")
 
 
 # ----------------------------------------------------------------------------- reductions

@@ -60,7 +60,8 @@ def test_unary_float(name, backend):
 
 def test_float_remainders_are_exact(backend):
     """fmod, remainder and floor_divide of float32 bit for bit as eager (the C++ fmod takes a
-    double-quotient path below 2^28 and libm's fmodf beyond), signs of zeros included.
+    float quotient and a fused multiply-add 8 lanes at a time below 2^23, a double quotient below
+    2^28 and libm's fmodf beyond), signs of zeros included.
     Quotients stay within float range: beyond it eager's own vectorized fmod gives NaN
     (3e38 fmod 1e-38 in a 16-element tensor) where its scalar tail is exact."""
     gen = torch.Generator().manual_seed(5)

@@ -21,11 +21,12 @@ class CppBackend:
     def compile(self, plans: list) -> Built:
         # (imported here: a graph-cache hit unpickles a CppRecipe and needs no generator)
         from braze.codegen.cpp.kernel import CppForeach, CppKernel
-        from braze.codegen.cpp.prelude import PRELUDE
+        from braze.codegen.cpp.prelude import prelude
         threads = config.num_threads or torch.get_num_threads()
         kernels = [(CppForeach if plan.is_foreach else CppKernel)(plan, threads, config.cpp_lanes)
                    for plan in plans]
-        source = PRELUDE + "\n" + "\n\n".join(k.source() for k in kernels) + "\n"
+        body = "\n\n".join(k.source() for k in kernels)
+        source = prelude(body) + "\n" + body + "\n"
         if not kernels:
             return Built({}, {}, source, recipe=CppRecipe(source, []))
         hit = is_cached(source)

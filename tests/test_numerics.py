@@ -66,9 +66,11 @@ def test_float_remainders_are_exact(backend):
     (3e38 fmod 1e-38 in a 16-element tensor) where its scalar tail is exact."""
     gen = torch.Generator().manual_seed(5)
     a = torch.cat([torch.randn(4000, generator=gen) * 10.0 ** torch.randint(-6, 30, (4000,), generator=gen),
-                   torch.tensor([0.0, -0.0, 6.0, -6.0, 1e-45, 3e38, float("inf"), float("nan"), 7.5, -7.5])])
+                   torch.tensor([0.0, -0.0, 6.0, -6.0, 1e-45, 3e38, float("inf"), float("nan"), 7.5, -7.5,
+                                 5.0, -5.0, 0.0, 5.0, 1e-45])])
     b = torch.cat([torch.randn(4000, generator=gen) * 10.0 ** torch.randint(-6, 6, (4000,), generator=gen),
-                   torch.tensor([3.0, -3.0, 3.0, 3.0, 3.0, 7.0, 2.0, 2.0, float("inf"), -float("inf")])])
+                   torch.tensor([3.0, -3.0, 3.0, 3.0, 3.0, 7.0, 2.0, 2.0, float("inf"), -float("inf"),
+                                 0.0, 0.0, 0.0, -0.0, 3.0])])
     for fn in (torch.fmod, torch.remainder, lambda x, y: torch.div(x, y, rounding_mode="floor")):
         check(fn, a, b, atol=0, rtol=0)
         got, expected = torch.compile(fn, backend="braze")(a, b), fn(a, b)

@@ -99,8 +99,6 @@ KNOBS = (
     Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
          "OpenMP threads for cpp kernels (default: torch.get_num_threads())"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
-    Knob("check_indices", "BRAZE_CHECK_INDICES", False, _flag,
-         "check indirect indices (gather, index) at run time and raise on out-of-range ones"),
     Knob("autotune", "BRAZE_AUTOTUNE", False, _flag, "triton: try a few launch configurations per kernel, cached"),
     Knob("foreach_max_parts", "BRAZE_FOREACH_MAX_PARTS", 8, int,
          "triton: most tensors one foreach kernel updates (its compile time grows faster than that); "

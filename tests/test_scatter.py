@@ -108,3 +108,23 @@ def test_a_scatter_runs_alone_and_says_why():
     refused = [r for r in graph.fusion_log if not r.fused and "scatter" in r.reason.value]
     assert refused and all("runs alone" in r.reason.value for r in refused)
     assert " scatter into " in graph.graph.to_text() and "] +=" in graph.graph.to_text()
+
+
+def test_as_strided_scatter_forms(backend):
+    """Computed positions: a strided window, a diagonal, an offset, a permuted (dense) base,
+    a dtype cast, and the gradient through it; nothing through ATen."""
+    x, p = rand(6, 8, grad=True), rand(8, 6).t()
+    src_grad = rand(3, 4, grad=True)
+    compiled = check(lambda x, p, s: (aten.as_strided_scatter(x * 2, s, (3, 4), (16, 2), 1),
+                                      aten.as_strided_scatter(x + 1, s[0, :3] * 3, (3,), (9,), 0),
+                                      aten.as_strided_scatter(p + 1, s[:2, :2], (2, 2), (1, 6), 7),
+                                      aten.as_strided_scatter(x.double(), s, (3, 4), (8, 1), 20)),
+                     x, p, src_grad, grad=True)
+    assert not fallbacks(compiled)
+    assert scatter_kernels(compiled)
+
+
+def test_as_strided_scatter_that_writes_an_element_twice_goes_to_aten(backend):
+    """Eager writes overlapping positions in the order of its copy; ATen keeps that order."""
+    compiled = check(lambda x, s: aten.as_strided_scatter(x + 1, s, (3, 3), (1, 1), 0), rand(4, 4), rand(3, 3))
+    assert [f for f in fallbacks(compiled) if "as_strided_scatter" in str(f)]

@@ -1,6 +1,6 @@
 """Lowering rules that write at indices read from another tensor: ``scatter``,
 ``scatter_add``, ``scatter_reduce`` (sum), ``index_put`` and ``_unsafe_index_put``,
-overwriting or accumulating.
+overwriting or accumulating; and ``as_strided_scatter``, whose positions are computed.
 
 Takes: ``TensorValue``s and arguments. Gives: a stored copy of the tensor written
 into (the fill or expression that made it: a zeros-then-scatter_add, a gather's
@@ -30,7 +30,7 @@ from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, cast, const, index, load, scatter_store, where
-from braze.ir.graph import ComputeNode, out_vars
+from braze.ir.graph import ComputeNode, Layout, out_vars
 from braze.lower.core import TensorValue, Unsupported, register
 from braze.lower.indexing import advanced_index, index_from
 from braze.lower.pointwise import expand_to, finish
@@ -176,3 +176,40 @@ def _index_add(ctx, x, indices, values):
     flat = reshape(idx, (rows,))
     wrapped = ctx.compute(torch.int64, (rows,), cast(index_from(flat.expr, x.sizes[0]), torch.int64))
     return ctx.extern(aten.index_add.default, (x, 0, wrapped, reshape(values, (rows,) + tuple(x.sizes[1:]))), {})
+
+
+# ----------------------------------------------------------------------------- as_strided_scatter
+
+@register(aten.as_strided_scatter.default)
+def _as_strided_scatter(ctx, base, src, size, stride, storage_offset=None):
+    """A copy of ``base`` (laid out as ATen's ``clone`` lays it out) with ``src`` written
+    into its ``as_strided(size, stride, storage_offset)`` view: each element of ``src``
+    goes to the storage position its index gives, turned back into ``base``'s indices.
+    Views that reach outside the storage (ATen raises) or write one element twice (in
+    the order of eager's copy) go to ATen."""
+    meta = ctx.node.args[0].meta["val"]
+    size, stride, offset = list(size), list(stride), storage_offset or 0
+    if tuple(src.sizes) != tuple(size):
+        raise Unsupported(f"as_strided_scatter of {list(src.sizes)} into a view of {size}")
+    if math.prod(size) == 0:
+        return finish(ctx, base.expr, base.dtype, base.sizes)
+    layout = meta.stride() if Layout(tuple(meta.shape), tuple(meta.stride())).is_dense() else Layout.contiguous(base.sizes).strides
+    last = offset + sum((n - 1) * st for n, st in zip(size, stride))
+    if offset < 0 or min(stride, default=0) < 0 or last >= base.numel or _overlaps(size, stride):
+        raise Unsupported(f"as_strided_scatter view (size {size}, stride {stride}, offset {offset}) "
+                          f"of a tensor of {base.numel} elements")
+    vs = out_vars(size)
+    position = S.flat_offset(vs, stride, offset)
+    positions = [S.mod(S.floordiv(position, st), n) if n != 1 else index(0) for n, st in zip(base.sizes, layout)]
+    value = cast(src.expr, dtypes.compute_dtype(base.dtype))
+    return scatter_into(ctx, base, size, value, positions, accumulate=False)
+
+
+def _overlaps(size, stride) -> bool:
+    """Do two indices of the view reach one storage position?"""
+    reach = 0
+    for n, st in sorted(((n, st) for n, st in zip(size, stride) if n > 1), key=lambda d: d[1]):
+        if st <= reach:
+            return True
+        reach += (n - 1) * st
+    return False

@@ -193,7 +193,8 @@ def _as_strided_scatter(ctx, base, src, size, stride, storage_offset=None):
         raise Unsupported(f"as_strided_scatter of {list(src.sizes)} into a view of {size}")
     if math.prod(size) == 0:
         return finish(ctx, base.expr, base.dtype, base.sizes)
-    layout = meta.stride() if Layout(tuple(meta.shape), tuple(meta.stride())).is_dense() else Layout.contiguous(base.sizes).strides
+    clone = Layout(tuple(meta.shape), tuple(meta.stride()))
+    layout = clone.strides if clone.is_dense() else Layout.contiguous(base.sizes).strides
     last = offset + sum((n - 1) * st for n, st in zip(size, stride))
     if offset < 0 or min(stride, default=0) < 0 or last >= base.numel or _overlaps(size, stride):
         raise Unsupported(f"as_strided_scatter view (size {size}, stride {stride}, offset {offset}) "
@@ -201,8 +202,7 @@ def _as_strided_scatter(ctx, base, src, size, stride, storage_offset=None):
     vs = out_vars(size)
     position = S.flat_offset(vs, stride, offset)
     positions = [S.mod(S.floordiv(position, st), n) if n != 1 else index(0) for n, st in zip(base.sizes, layout)]
-    value = cast(src.expr, dtypes.compute_dtype(base.dtype))
-    return scatter_into(ctx, base, size, value, positions, accumulate=False)
+    return scatter_into(ctx, base, size, src.expr, positions, accumulate=False)
 
 
 def _overlaps(size, stride) -> bool:

@@ -33,8 +33,8 @@ from typing import Any
 import torch
 
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, cached, format_body, loads, to_text, var
-from braze.ir.simplify import flat_offset, row_major_strides
+from braze.ir.expr import Expr, Op, cached, format_body, index, loads, to_text, var
+from braze.ir.simplify import flat_offset, floordiv, mod, row_major_strides
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,11 @@ class Layout:
     def position(self, indices) -> Expr:
         """Storage position of a logical index."""
         return flat_offset(indices, self.strides, self.offset)
+
+    def indices_at(self, position: Expr) -> list:
+        """The logical index stored at ``position`` (counted from this layout's offset), for a
+        dense layout: each dimension's ``position // stride % size``."""
+        return [mod(floordiv(position, st), n) if n != 1 else index(0) for n, st in zip(self.sizes, self.strides)]
 
     def is_dense(self) -> bool:
         """Non-overlapping and without gaps (a permutation of a contiguous layout)."""

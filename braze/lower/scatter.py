@@ -194,14 +194,12 @@ def _as_strided_scatter(ctx, base, src, size, stride, storage_offset=None):
     if math.prod(size) == 0:
         return finish(ctx, base.expr, base.dtype, base.sizes)
     clone = Layout(tuple(meta.shape), tuple(meta.stride()))
-    layout = clone.strides if clone.is_dense() else Layout.contiguous(base.sizes).strides
-    last = offset + sum((n - 1) * st for n, st in zip(size, stride))
-    if offset < 0 or min(stride, default=0) < 0 or last >= base.numel or _overlaps(size, stride):
+    clone = clone if clone.is_dense() else Layout.contiguous(base.sizes)
+    view = Layout(tuple(size), tuple(stride), offset)
+    if offset < 0 or min(stride, default=0) < 0 or view.storage_numel() > base.numel or _overlaps(size, stride):
         raise Unsupported(f"as_strided_scatter view (size {size}, stride {stride}, offset {offset}) "
                           f"of a tensor of {base.numel} elements")
-    vs = out_vars(size)
-    position = S.flat_offset(vs, stride, offset)
-    positions = [S.mod(S.floordiv(position, st), n) if n != 1 else index(0) for n, st in zip(base.sizes, layout)]
+    positions = clone.indices_at(view.position(out_vars(size)))
     return scatter_into(ctx, base, size, src.expr, positions, accumulate=False)
 
 

@@ -244,16 +244,7 @@ def _as_strided(ctx, x, sizes, strides, storage_offset=None):
     node = ctx.graph.producer(buffer)
     base_offset = node.storage_offset if isinstance(node, InputNode) else base.storage_offset()
     start = (base.storage_offset() if storage_offset is None else storage_offset) - base_offset
-    order = sorted(range(len(layout.sizes)), key=lambda k: layout.strides[k])
-
-    def indices_of(vs):
-        position = S.add(S.flat_offset(vs, strides), start)
-        out = [index(0)] * len(layout.sizes)
-        for k in order:
-            if layout.sizes[k] != 1:
-                out[k] = S.mod(S.floordiv(position, layout.strides[k]), layout.sizes[k])
-        return out
-    return remap(x, sizes, indices_of)
+    return remap(x, sizes, lambda vs: layout.indices_at(S.flat_offset(vs, strides, start)))
 
 
 # ----------------------------------------------------------------------------- copies

@@ -11,7 +11,7 @@ measured, then the whole report; with ``--out FILE`` the report replaces the
 so that a run stopped at a time limit keeps what it measured. Per row: median
 run time of eager, Inductor (``torch.compile(m)``) and braze
 (``torch.compile(m, backend="braze")``) on the same module and inputs, and
-speed-ups; cold compile time (first compiled call minus one eager call; the
+speed-ups, taken in interleaved rounds once both compilers have compiled; cold compile time (first compiled call minus one eager call; the
 Inductor, Triton and braze caches are fresh empty directories made at start,
 Dynamo is reset before each compile, and the process's first-use costs are paid
 before, on a one-op function); cosine to eager of the output in float32 and,
@@ -52,6 +52,7 @@ COMPILERS = ("inductor", "braze")
 MODES = ("infer", "train")
 COS_OK = 0.999
 LOSS_OK = 1e-3  # relative difference of the training loss
+TIMING_ROUNDS = 3  # interleaved rounds of eager, Inductor and braze per row
 WARM_RESERVE_S = 30  # of the budget, kept for the warm-start subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAD = ["model", "mode", "batch", "eager ms", "Inductor ms (× eager)", "braze ms (× eager)",
@@ -150,31 +151,49 @@ def _compile(model, compiler: str):
     return torch.compile(model, backend="braze") if compiler == "braze" else torch.compile(model)
 
 
-def run_compiler(compiler: str, step, expected: tuple, eager_ms: float) -> dict:
-    torch._dynamo.reset()
-    fn = _compile(step.model, compiler)
-    with GraphRecorder() as rec:
-        result = first_call(step, fn, expected, eager_ms)
-        rec.mark()
-        result["ms"] = time_ms(step, fn)
-    if compiler == "braze":
-        info = rec.summary()
-        result.update({k: info[k] for k in ("fallbacks", "eager_graphs", "recompiled", "kernels", "braze_ms")})
-    return result
-
-
 def run_row(row: dict, case, model, device: str) -> None:
+    """Compile with each compiler (cold compile, accuracy), then time eager and the compiled
+    steps in interleaved rounds: a drift of the host's speed during the row reaches all three."""
     step = model_zoo.Step(case, model, row["mode"], device)
-    expected, row["eager_ms"] = eager(step)
-    for compiler in COMPILERS:
-        _progress(f"{row['model']} {row['mode']}: {compiler}")
-        try:
-            row[compiler] = run_compiler(compiler, step, expected, row["eager_ms"])
-        except Exception as exc:
-            row[compiler] = {"error": _error(exc, f"{row['model']} {row['mode']} / {compiler}")}
-        finally:
-            torch._dynamo.reset()
-            _free(device)
+    expected, eager_ms = eager(step)
+    calls = {"eager": step.model}
+    torch._dynamo.reset()
+    try:
+        with GraphRecorder() as rec:  # records braze's graphs only
+            for compiler in COMPILERS:  # Dynamo keeps one cache entry per backend: both stay compiled
+                _progress(f"{row['model']} {row['mode']}: {compiler}")
+                try:
+                    fn = _compile(step.model, compiler)
+                    row[compiler] = first_call(step, fn, expected, eager_ms)
+                    calls[compiler] = fn
+                except Exception as exc:
+                    row[compiler] = {"error": _error(exc, f"{row['model']} {row['mode']} / {compiler}")}
+            rec.mark()
+            _progress(f"{row['model']} {row['mode']}: timing, {TIMING_ROUNDS} rounds")
+            times = interleaved_ms(step, calls, row)
+        row["eager_ms"] = times.pop("eager", eager_ms)
+        for compiler, ms in times.items():
+            row[compiler]["ms"] = ms
+        if "braze" in calls:
+            info = rec.summary()
+            row["braze"].update({k: info[k] for k in ("fallbacks", "eager_graphs", "recompiled", "kernels",
+                                                      "braze_ms")})
+    finally:
+        torch._dynamo.reset()
+        _free(device)
+
+
+def interleaved_ms(step, calls: dict, row: dict) -> dict:
+    """Median over ``TIMING_ROUNDS`` rounds of each call's median ms; a round times every call once."""
+    per_round = {name: [] for name in calls}
+    for _ in range(TIMING_ROUNDS):
+        for name in list(per_round):
+            try:
+                per_round[name].append(time_ms(step, calls[name]))
+            except Exception as exc:
+                row[name] = {"error": _error(exc, f"{row['model']} {row['mode']} / {name}, timing")}
+                del per_round[name]
+    return {name: statistics.median(ms) for name, ms in per_round.items()}
 
 
 def run_rows(ns, end: float, written) -> list:
@@ -373,7 +392,8 @@ def render(section: str, head: list, rows: list, warm) -> str:
     out = [f"<!-- results:{section} start -->", f"## Results: {section}", ""] + head
     timing = ("`triton.testing.do_bench` median (L2 cleared before each call)" if section.endswith("cuda")
               else "median wall clock of at least 10 calls after warm-up")
-    out += [f"Times: {timing}; × = speed-up over eager. Cold compile: the first compiled call (train: forward and "
+    out += [f"Times: {timing}, then the median of {TIMING_ROUNDS} rounds that time eager, Inductor and braze in "
+            "turn (both compiled steps stay loaded); × = speed-up over eager. Cold compile: the first compiled call (train: forward and "
             "backward) minus one eager call; the Inductor, Triton and braze caches are empty at the start of the run "
             "(a later row may find a kernel an earlier row compiled). Accuracy: cosine to eager of the output in "
             "float32 and, for train, of all gradients concatenated; train also needs the loss within "

@@ -69,6 +69,9 @@ KNOBS = (
     Knob("pad_matmul_rows", "BRAZE_PAD_MATMUL_ROWS", "auto", str,
          "store mm/addmm products whose rows are not a multiple of 16 bytes with padded rows, "
          "returned padded as Inductor does: 'auto' (CUDA), 'on', 'off' (eager's strides)"),
+    Knob("addmm_bias_in_kernels", "BRAZE_ADDMM_BIAS_IN_KERNELS", True, _flag,
+         "run float32 addmm as mm, its bias added in the generated kernels that read the product, where "
+         "every reader is one (off: cuBLAS adds the bias)"),
     Knob("specialize_dynamic", "BRAZE_SPECIALIZE_DYNAMIC", True, _flag,
          "compile graphs with symbolic sizes once per concrete shape at run time"),
     # inlining and fusion

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 import braze
 from braze.backend import Recording
+from helpers import check_low_precision
 
 
 def _loss_and_logits(x, w, b, target):
@@ -63,3 +64,61 @@ def test_aligned_rows_are_not_padded():
     with braze.config.patch(pad_matmul_rows="on"), torch.no_grad():
         report = braze.explain(lambda x, w: x @ w.t(), x, w)
     assert "_aligned_matmul" not in report.graphs[0].wrapper
+
+
+def _residual_block(x, w1, b1, w2, b2):
+    h = torch.relu(F.linear(x, w1, b1))
+    return F.layer_norm(x + F.linear(h, w2, b2).view(x.shape), x.shape[-1:])
+
+
+def _block_inputs(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(2, 6, 24), (40, 24), (40,), (24, 40), (24,)]
+    return [torch.randn(s, generator=gen).requires_grad_() for s in shapes]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_addmm_bias_is_added_in_the_reading_kernels(backend):
+    """The second product is read only by generated kernels (a view, then the residual
+    add): it runs as mm, its bias added there; the first one's result is also saved for
+    the backward (relu's input), so it keeps addmm. Values and gradients as eager's. With
+    the knob off, both are addmm; without autograd, both are split."""
+    expected_inputs = _block_inputs(2)
+    expected = _residual_block(*expected_inputs)
+    grads_e = torch.autograd.grad(expected.square().sum(), expected_inputs)
+    for in_kernels in (True, False):
+        with braze.config.patch(cpu_backend=backend, addmm_bias_in_kernels=in_kernels), Recording() as rec:
+            inputs = _block_inputs(2)
+            out = torch.compile(_residual_block, backend="braze")(*inputs)
+            grads = torch.autograd.grad(out.square().sum(), inputs)
+        torch._dynamo.reset()
+        forward = rec.graphs[0]
+        split = ["aten.mm.default", "aten.addmm.default"] if in_kernels else ["aten.addmm.default"] * 2
+        assert [str(e) for e in forward.externs] == split
+        assert not rec.failures and not forward.fallbacks
+        torch.testing.assert_close(out, expected)
+        for got, want in zip(grads, grads_e):
+            torch.testing.assert_close(got, want)
+    with braze.config.patch(cpu_backend=backend), torch.no_grad():
+        inputs = _block_inputs(3)
+        report = braze.explain(_residual_block, *inputs)
+        torch.testing.assert_close(torch.compile(_residual_block, backend="braze")(*inputs), _residual_block(*inputs))
+    assert [str(e) for e in report.externs] == ["aten.mm.default"] * 2
+
+
+def test_addmm_read_by_aten_or_returned_keeps_its_bias():
+    x, w, b = torch.randn(5, 12), torch.randn(7, 12), torch.randn(7)
+    with torch.no_grad():
+        returned = braze.explain(lambda x, w, b: F.linear(x, w, b), x, w, b)
+        into_matmul = braze.explain(lambda x, w, b: F.linear(x, w, b) @ w, x, w, b)
+    assert [str(e) for e in returned.externs] == ["aten.addmm.default"]
+    assert "aten.addmm.default" in [str(e) for e in into_matmul.externs]
+
+
+def test_bfloat16_addmm_keeps_its_bias():
+    """In bf16 cuBLAS adds the bias as fast, rounding once, as eager does: no split."""
+    inputs = [t.detach().to(torch.bfloat16) for t in _block_inputs(4)]
+    with torch.no_grad():
+        report = braze.explain(_residual_block, *inputs)
+        check_low_precision(_residual_block, *inputs)
+    assert [str(e) for e in report.externs] == ["aten.addmm.default"] * 2

@@ -122,3 +122,15 @@ def test_bfloat16_addmm_keeps_its_bias():
         report = braze.explain(_residual_block, *inputs)
         check_low_precision(_residual_block, *inputs)
     assert [str(e) for e in report.externs] == ["aten.addmm.default"] * 2
+
+
+def test_matmul_results_are_not_rechecked_for_their_strides():
+    """mm, addmm and bmm return row-major results: the wrapper checks no strides after them."""
+    x, w, b = torch.randn(6, 8), torch.randn(8, 5), torch.randn(5)
+    batch = torch.randn(3, 6, 8)
+    with torch.no_grad():
+        report = braze.explain(lambda x, w, b, batch: (torch.addmm(b, x, w).relu(), x @ w, batch @ w.expand(3, 8, 5)),
+                               x, w, b, batch)
+    wrapper = report.graphs[0].wrapper
+    assert {str(e) for e in report.externs} >= {"aten.mm.default", "aten.bmm.default"}
+    assert "_ensure_layout" not in wrapper, wrapper

@@ -150,7 +150,8 @@ class _Writer:
                 self.lines.append(f"    {name} = _aligned_matmul({target[:-len('.default')]}.out, {args}{kwargs})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
-                if not (node.target in CONTIGUOUS_RESULTS and layout.strides == row_major_strides(layout.sizes)):
+                if not (node.target in CONTIGUOUS_RESULTS
+                        and tuple(layout.strides) == tuple(row_major_strides(layout.sizes))):
                     self._check_layout(outs[0])
             return
         result = f"{node.name}_result"
@@ -265,7 +266,7 @@ def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:
     """``t`` with exactly ``strides`` (for dims of size > 1), copied if ATen chose others.
     None stays None: an output ATen leaves undefined (attention statistics that a CUDA
     kernel computes only when a backward will need them)."""
-    if t is None or _strides_match(t.shape, t.stride(), strides):
+    if t is None or t.stride() == strides or _strides_match(t.shape, t.stride(), strides):
         return t
     out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)

@@ -17,7 +17,7 @@ def _loss_and_logits(x, w, b, target):
 
 
 def _inputs(seed: int, vocab: int = 1001):
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=torch.get_default_device()).manual_seed(seed)  # CUDA under the GPU plugin
     x = torch.randn(12, 64, generator=gen).requires_grad_()
     w = torch.randn(vocab, 64, generator=gen).requires_grad_()
     b = torch.randn(vocab, generator=gen).requires_grad_()
@@ -72,7 +72,7 @@ def _residual_block(x, w1, b1, w2, b2):
 
 
 def _block_inputs(seed: int):
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=torch.get_default_device()).manual_seed(seed)  # CUDA under the GPU plugin
     shapes = [(2, 6, 24), (40, 24), (40,), (24, 40), (24,)]
     return [torch.randn(s, generator=gen).requires_grad_() for s in shapes]
 

@@ -120,7 +120,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     """The whole pipeline: (CompiledGraph, graph cache entry or None when not cacheable)."""
     clear_intern_table()
     t = time.perf_counter()
-    graph, fallbacks = lower(gm, keep_padding=kind != "backward")
+    graph, fallbacks = lower(gm, keep_padding=kind != "backward", group_matmuls=kind == "inference")
     restrided = restrided or kind == "forward" and any(visible is None or k >= visible
                                                        for k in graph.padded_outputs)
     timings["lower"] = _lap(t)
@@ -178,7 +178,7 @@ def _from_entry(name: str, kind: str, gm: torch.fx.GraphModule, entry, timings: 
 
 
 def _rebuild_ir(gm: torch.fx.GraphModule, kind: str) -> Graph:
-    graph, _ = lower(gm, keep_padding=kind != "backward")
+    graph, _ = lower(gm, keep_padding=kind != "backward", group_matmuls=kind == "inference")
     inline(graph)
     return graph
 

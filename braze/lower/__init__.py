@@ -1,13 +1,15 @@
 """ATen FX graph -> braze Graph. Importing this package registers every rule."""
+from braze import config
 from braze.lower import externs, indexing, pointwise, pooling, reductions, scans, scatter, views  # noqa: F401  (registration)
 from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Unsupported, register
 
 __all__ = ["LOWERINGS", "Lowerer", "LoweringError", "TensorValue", "Unsupported", "register", "lower"]
 
 
-def lower(gm, keep_padding: bool = True):
+def lower(gm, keep_padding: bool = True, group_matmuls: bool = False):
     """Lower ``gm``; returns ``(graph, fallback op names)``. ``keep_padding``: outputs may
-    keep padded matrix product rows (not a backward's: its gradients reach the user)."""
-    lowerer = Lowerer(gm, keep_padding)
+    keep padded matrix product rows (not a backward's: its gradients reach the user).
+    ``group_matmuls``: products of one left operand run as one (inference graphs)."""
+    lowerer = Lowerer(gm, keep_padding, group_matmuls and config.group_matmuls)
     graph = lowerer.run()
     return graph, lowerer.fallbacks

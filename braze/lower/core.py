@@ -89,8 +89,9 @@ def constant_value(value, dtype) -> TensorValue:
 
 
 class Lowerer:
-    def __init__(self, gm: torch.fx.GraphModule, keep_padding: bool = True):
+    def __init__(self, gm: torch.fx.GraphModule, keep_padding: bool = True, group_matmuls: bool = False):
         self.gm = gm
+        self.group_matmuls = group_matmuls  # products of one left operand as one (lower/matmul_groups.py)
         self.graph = Graph()
         self.env: dict = {}
         self.node: torch.fx.Node | None = None
@@ -110,12 +111,26 @@ class Lowerer:
                 placeholders += 1
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
-            elif node.op == "call_function":
+            elif node.op == "call_function" and node not in self.env:  # (else lowered ahead)
                 self.env[node] = self._call(node)
             elif node.op == "output":
                 self._outputs(node)
         self.graph.device = self._device()
         return self.graph
+
+    def lower_ahead(self, node) -> Any:
+        """The value of ``node``, lowering it (and what it reads) now if its turn has not
+        come: a rule that needs a later node's value (``lower/matmul_groups.py``, which
+        checks that those nodes are pure and read nothing not yet lowered)."""
+        if node not in self.env:
+            for source in node.all_input_nodes:
+                self.lower_ahead(source)
+            current, self.node = self.node, node
+            try:
+                self.env[node] = self._call(node)
+            finally:
+                self.node = current
+        return self.env[node]
 
     def _device(self) -> torch.device:
         for node in self.gm.graph.nodes:

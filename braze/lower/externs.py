@@ -12,6 +12,7 @@ from braze import config
 from braze.ir.expr import Op
 from braze.ir.graph import ComputeNode, InputNode, Layout, out_vars
 from braze.lower.core import LOWERINGS, Unsupported, register
+from braze.lower.matmul_groups import group_of, lower_member
 from braze.lower.pointwise import convert
 
 aten = torch.ops.aten
@@ -44,7 +45,11 @@ def _matmul_rule(ctx, *args, **kwargs):
     """A CUDA matrix product whose rows are not a multiple of 16 bytes long is stored
     with padded rows: cuBLAS then takes an aligned kernel (GPT-2's 50257-word logits:
     3.3 ms unaligned, 0.6 ms padded on an H100; the wrapper pads the right operand).
-    An ``addmm`` whose bias braze's kernels can add is split (``bias_in_kernels``)."""
+    An ``addmm`` whose bias braze's kernels can add is split (``bias_in_kernels``);
+    products of one left operand in an inference graph run as one (``matmul_groups``)."""
+    group = group_of(ctx, ctx.node)
+    if group is not None:
+        return lower_member(ctx, group, ctx.node)
     if ctx.node.target is aten.addmm.default and bias_in_kernels(ctx.node):
         bias, mat1, mat2 = args
         product = ctx.extern(aten.mm.default, (mat1, mat2), {}, layout=padded_rows(ctx.out))

@@ -1,6 +1,6 @@
-"""A/B of grouped matrix products (lower/matmul_groups.py) on whole-model inference: eager, Inductor, braze grouped / separate, timed in
+"""A/B of one braze knob on whole models: eager, Inductor, braze as configured and braze with KNOB off, timed in
 interleaved rounds (do_bench), plus host ms per call (calls issued without sync) and GPU kernel sum.
-python groupab.py bert,llama infer"""
+python knobab.py bert,llama infer group_matmuls"""
 import sys, time, statistics, torch
 sys.path.insert(0, ".")
 import braze
@@ -27,6 +27,7 @@ def gpu_sum(step, fn):
             tot[key] = tot.get(key, 0) + e.device_time_total / 5 / 1000
     return tot, n // 5
 
+knob = sys.argv[3]
 for name in sys.argv[1].split(","):
     mode = sys.argv[2]
     case = model_zoo.case(name, False)
@@ -35,7 +36,7 @@ for name in sys.argv[1].split(","):
     torch._dynamo.reset()
     fns = {"eager": model, "inductor": torch.compile(model),
            "braze": torch.compile(model, backend="braze"),
-           "braze_separate": torch.compile(model, backend="braze", options={"group_matmuls": False})}
+           f"braze_no_{knob}": torch.compile(model, backend="braze", options={knob: False})}
     for k, f in fns.items():
         for _ in range(3): step(f)
     torch.cuda.synchronize()

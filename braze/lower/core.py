@@ -92,6 +92,7 @@ class Lowerer:
     def __init__(self, gm: torch.fx.GraphModule, keep_padding: bool = True, group_matmuls: bool = False):
         self.gm = gm
         self.group_matmuls = group_matmuls  # products of one left operand as one (lower/matmul_groups.py)
+        self.matmul_groups: dict | None = None  # {product node: its group}, found at the first product
         self.graph = Graph()
         self.env: dict = {}
         self.node: torch.fx.Node | None = None

@@ -64,7 +64,7 @@ def bias_in_kernels(node) -> bool:
     addmm first copies the bias into the result (CPU) or picks a slower kernel with a
     bias epilogue (fp32 on an H100: BERT's 768-wide projections 0.20 against 0.13 ms).
     Only in float32: in bf16 the split cost 1 % of the GPU time of BERT, ViT and GPT-2
-    inference (`.device/addmmab.py`) and would round the product before the bias."""
+    inference (`.device/knobab.py`) and would round the product before the bias."""
     if not config.addmm_bias_in_kernels or node.kwargs.get("alpha", 1) != 1 or node.kwargs.get("beta", 1) != 1:
         return False
     bias = node.args[0]

@@ -43,10 +43,9 @@ class Group:
 
 def group_of(ctx, node) -> Group | None:
     """The group of ``node``, a matrix product, in the graph ``ctx`` lowers."""
-    groups = getattr(ctx, "matmul_groups", None)
-    if groups is None:
-        groups = ctx.matmul_groups = find_groups(ctx.gm.graph) if ctx.group_matmuls else {}
-    return groups.get(node)
+    if ctx.matmul_groups is None:
+        ctx.matmul_groups = find_groups(ctx.gm.graph) if ctx.group_matmuls else {}
+    return ctx.matmul_groups.get(node)
 
 
 def find_groups(graph: torch.fx.Graph) -> dict:

@@ -126,12 +126,16 @@ class Lowerer:
         if node not in self.env:
             for source in node.all_input_nodes:
                 self.lower_ahead(source)
-            current, self.node = self.node, node
-            try:
-                self.env[node] = self._call(node)
-            finally:
-                self.node = current
+            self.env[node] = self.as_node(node, lambda ctx: ctx._call(node))
         return self.env[node]
+
+    def as_node(self, node, rule, *args) -> Any:
+        """``rule(self, *args)`` run as if lowering ``node`` (rules read the current node's value)."""
+        current, self.node = self.node, node
+        try:
+            return rule(self, *args)
+        finally:
+            self.node = current
 
     def _device(self) -> torch.device:
         for node in self.gm.graph.nodes:

@@ -91,7 +91,7 @@ def _lower_group(ctx, group: Group) -> list:
     columns, start = [], 0
     for member, width, bias in zip(members, widths, biases or [None] * len(members)):
         part = slice_value(product, 1, start, start + width)
-        columns.append(_as_node(ctx, member, LOWERINGS[aten.add.Tensor], part, bias) if split else part)
+        columns.append(ctx.as_node(member, LOWERINGS[aten.add.Tensor], part, bias) if split else part)
         start += width
     return columns
 
@@ -103,15 +103,6 @@ def _concatenated(ctx, values: list) -> TensorValue:
         pieces.append((value, start, value.sizes[0]))
         start += value.sizes[0]
     return piecewise(ctx, pieces, 0, values[0].dtype, (start, *values[0].sizes[1:]))
-
-
-def _as_node(ctx, node, rule, *args):
-    """``rule`` applied as if lowering ``node`` (rules read the current node's value)."""
-    current, ctx.node = ctx.node, node
-    try:
-        return rule(ctx, *args)
-    finally:
-        ctx.node = current
 
 
 def _same_value(node):

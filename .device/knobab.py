@@ -1,6 +1,6 @@
 """A/B of one braze knob on whole models: eager, Inductor, braze as configured and braze with KNOB off, timed in
 interleaved rounds (do_bench), plus host ms per call (calls issued without sync) and GPU kernel sum.
-python knobab.py bert,llama infer group_matmuls"""
+python knobab.py bert,llama infer group_matmuls   (mode infer32: inference in float32, no autocast)"""
 import sys, time, statistics, torch
 sys.path.insert(0, ".")
 import braze
@@ -27,12 +27,18 @@ def gpu_sum(step, fn):
             tot[key] = tot.get(key, 0) + e.device_time_total / 5 / 1000
     return tot, n // 5
 
+class Float32Step(model_zoo.Step):
+    def __call__(self, fn):
+        with torch.no_grad():
+            return self.case.output(self.case.call(fn, self.kwargs)), None
+
 knob = sys.argv[3]
 for name in sys.argv[1].split(","):
     mode = sys.argv[2]
     case = model_zoo.case(name, False)
     model = model_zoo.build(case, "cuda")
-    step = model_zoo.Step(case, model, mode, "cuda")
+    step = (Float32Step(case, model, "infer", "cuda") if mode == "infer32"
+            else model_zoo.Step(case, model, mode, "cuda"))
     torch._dynamo.reset()
     fns = {"eager": model, "inductor": torch.compile(model),
            "braze": torch.compile(model, backend="braze"),

@@ -15,7 +15,9 @@ speed-ups, taken in interleaved rounds once both compilers have compiled; cold c
 Inductor, Triton and braze caches are fresh empty directories made at start,
 Dynamo is reset before each compile, and the process's first-use costs are paid
 before, on a one-op function); cosine to eager of the output in float32 and,
-for train, of all gradients concatenated (the loss by relative difference);
+for train, of all gradients concatenated (the loss by relative difference;
+a training row a compiler fails is run again in float64 to show how far
+eager itself lands from the exact answer);
 braze's ATen fallbacks, graphs run eagerly and recompilations. Then a new
 process compiles GPT-2 inference with braze on the warm caches (warm start).
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import datetime
 import gc
 import json
@@ -42,6 +45,7 @@ import time
 import traceback
 
 import torch
+from torch.utils import _pytree as pytree
 
 from benchmarks import model_zoo
 from benchmarks.measure import sync, time_cpu, time_gpu
@@ -144,7 +148,27 @@ def first_call(step, fn, expected: tuple, eager_ms: float) -> dict:
         result["cos"] = min(result["cos"], cosine(step.grads(), grads_e))
         result["loss_rel"] = abs(float(loss) - float(loss_e)) / max(abs(float(loss_e)), 1e-30)
     result["ok"] = result["cos"] >= COS_OK and result.get("loss_rel", 0.0) <= LOSS_OK
+    if not result["ok"] and loss is not None:  # kept for the float64 reference (``float64_floor``)
+        result["_got"] = (out.float(), step.grads())
     return result
+
+
+def float64_floor(row: dict, step, expected: tuple) -> None:
+    """For a training row a compiler failed: each result's cosine to the same step run in float64
+    (a copy of the model), eager's included: how far float32 itself lands from the exact answer."""
+    got = {c: row[c].pop("_got") for c in COMPILERS if "_got" in row.get(c, {})}
+    if not got:
+        return
+    _progress(f"{row['model']} {row['mode']}: float64 reference")
+    model64 = copy.deepcopy(step.model).double()
+    step64 = model_zoo.Step(step.case, model64, step.mode, step.device)
+    step64.kwargs = pytree.tree_map(lambda t: t.double() if t.is_floating_point() else t, step.kwargs)
+    with torch.backends.cudnn.flags(allow_tf32=False):
+        out64, _ = step64(model64)
+    grads64 = step64.grads()
+    del model64, step64
+    row["float64_cos"] = {name: min(cosine(out, out64), cosine(grads, grads64))
+                          for name, (out, grads) in {"eager": expected[::2], **got}.items()}
 
 
 def _compile(model, compiler: str):
@@ -169,6 +193,7 @@ def run_row(row: dict, case, model, device: str) -> None:
                 except Exception as exc:
                     row[compiler] = {"error": _error(exc, f"{row['model']} {row['mode']} / {compiler}")}
             rec.mark()
+            float64_floor(row, step, expected)
             _progress(f"{row['model']} {row['mode']}: timing, {TIMING_ROUNDS} rounds")
             times = interleaved_ms(step, calls, row)
         row["eager_ms"] = times.pop("eager", eager_ms)
@@ -418,6 +443,9 @@ def _notes(rows: list) -> list:
             elif m and not m["ok"]:
                 loss = f", loss differs by {m['loss_rel']:.1e}" if "loss_rel" in m else ""
                 lines.append(f"- **{name} / {compiler}: differs from eager (cos {m['cos']:.6f}{loss})**")
+        if r.get("float64_cos"):
+            cos = ", ".join(f"{k} {v:.6f}" for k, v in r["float64_cos"].items())
+            lines.append(f"- {name}: cosine to the same step in float64 (TF32 off): {cos}")
         m = r.get("braze", {})
         for message in m.get("eager_graphs", []):
             lines.append(f"- **{name}: braze ran a graph eagerly**: {message}")

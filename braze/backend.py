@@ -53,8 +53,9 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
     options = dict(options or {})
     with config.patch(**options):  # reject unknown knobs now, not at first backward
         pass
-    if any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs):
-        _start_compile_workers()
+    cuda = next((x.device for x in example_inputs if isinstance(x, torch.Tensor) and x.is_cuda), None)
+    if cuda is not None:
+        _start_compile_workers(cuda)
     saved = _SavedLayouts()  # the forward tells the backward whether it chose other strides
     compilers = {kind: functools.partial(_compile_boxed, kind, options, saved)
                  for kind in ("forward", "backward", "inference")}
@@ -65,10 +66,11 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
     )(gm, example_inputs)
 
 
-def _start_compile_workers() -> None:
-    """Triton's compile workers import Triton while AOTAutograd traces."""
+def _start_compile_workers(device: torch.device) -> None:
+    """Triton's compile workers import Triton and warm up while AOTAutograd traces."""
     from braze.codegen.triton import pool
-    pool.start()
+    major, minor = torch.cuda.get_device_capability(device)
+    pool.start(major * 10 + minor)
 
 
 class _SavedLayouts:

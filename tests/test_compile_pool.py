@@ -71,3 +71,18 @@ def test_a_worker_error_comes_back_as_text(tmp_path):
     binary, error = future.result(timeout=300)
     assert not binary and "undefined_name" in error
     assert pool.submit(job(path, tmp_path / "triton", fn="missing")).result(timeout=300)[1]  # the worker lives on
+
+
+def test_warm_up_compiles_for_the_architecture_and_leaves_no_cache(tmp_path, monkeypatch):
+    """A worker started with an architecture compiles one throwaway kernel (the first compile
+    of a process pays one-time costs) into a temporary cache it removes, not Triton's or braze's."""
+    from braze.codegen.triton import worker
+    compiled = []
+    real = triton.compile
+    monkeypatch.setattr(triton, "compile", lambda src, target, **kw: compiled.append((target, real(src, target=target,
+                                                                                                  **kw))) or compiled[-1][1])
+    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path / "untouched"))
+    worker.warm_up(90)
+    (target, kernel), = compiled
+    assert target.arch == 90 and kernel.asm["cubin"]
+    assert not (tmp_path / "untouched").exists()

@@ -3,8 +3,11 @@
 On a CPU erf, exp, tanh and the like cost tens of adds, so a buffer holding them
 that several kernels read is stored once, not recomputed in each; cheap buffers,
 buffers of one element and values read twice within one expression are still
-recomputed; on a GPU costly ops count 4, as before.
+recomputed; on a GPU costly ops count 4, but sin, cos and the other ops whose libdevice
+code is large count more than ``inline_max_ops``: a rotary embedding's cos and sin tables,
+read by every layer, are stored once.
 """
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -105,6 +108,40 @@ def test_op_cost_depends_on_the_device_and_the_size():
     assert op_cost(cheap, cpu, 64) == op_cost(cheap, cuda, 64) == 2
     costs = [op_cost(unary(op, x), cpu, 64) for op in (Op.LGAMMA, Op.TANH, Op.EXP, Op.SQRT, Op.NEG)]
     assert costs == sorted(costs, reverse=True) and costs[-1] == 1, costs
+
+
+def test_large_libdevice_functions_are_costly_on_a_gpu():
+    x = load("buf0", [var("x0", 64)], torch.float32)
+    cuda = torch.device("cuda")
+    for op in (Op.SIN, Op.COS, Op.TAN):
+        assert op_cost(binary(Op.MUL, unary(op, x), const(1.0, torch.float32)), cuda, 64) > config.inline_max_ops
+    assert op_cost(unary(Op.EXP, x), cuda, 64) == op_cost(unary(Op.ERF, x), cuda, 64) == 4
+
+
+def _rotate_half(t):
+    half = t.shape[-1] // 2
+    return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+
+
+def _rotary_layers(x, w1, w2, inv_freq):
+    """cos and sin of one angle table, read by the rotary embedding of two layers."""
+    angles = torch.arange(x.shape[0], device=x.device, dtype=torch.float32)[:, None] * inv_freq
+    emb = torch.cat((angles, angles), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    for w in (w1, w2):
+        q = x @ w
+        x = q * cos + _rotate_half(q) * sin
+    return x
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU's op costs decide it on CUDA tensors")
+def test_rotary_tables_are_computed_once_on_a_gpu():
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    args = [torch.randn(s, device="cuda", generator=gen) for s in ((128, 64), (64, 64), (64, 64))]
+    args.append(1.0 / 10000 ** (torch.arange(0, 64, 2, device="cuda") / 64))
+    report = braze.explain(_rotary_layers, *args)
+    assert len(_kernels_with(report, "aten.cos.default")) == 1, [k.ops for k in report.kernels]
+    torch.testing.assert_close(braze.compile(_rotary_layers)(*args), _rotary_layers(*args), atol=1e-4, rtol=1e-4)
 
 
 def test_one_element_buffer_stays_inlined():

@@ -29,8 +29,13 @@ memory and read back costs about 20. So a buffer holding such an op that two
 kernels would each recompute is cheaper stored (an MLP backward's GELU
 derivative, read by its row and its column reductions); ``exp(x - max)`` of a
 softmax, read by one row kernel that keeps it, stays inlined. On a GPU a load
-costs about 100 flops and exp, log, sin, cos run on the special function units:
-recomputing is cheap, and each costly op counts 4. It counts 4 on a CPU too in a
+costs about 100 flops and libdevice's exp, log, erf take 10-35 instructions per element:
+recomputing is cheap, and each costly op counts 4; but sin, cos, tan, acosh and lgamma
+take 87-309 (their slow argument reductions are inlined for every element a thread
+handles; PTX for sm_90, Triton 3.6), and the code size is compile time: LLaMA's rotary
+kernel recomputing sin and cos of its angle table took 2.0-2.6 s to compile on the H100's
+host, the graph's other kernels at most 0.8 s. They count 25, over ``inline_max_ops``:
+a buffer holding one, read by several kernels, is stored. Costly ops count 4 on a CPU too in a
 buffer of one element (Adam's bias corrections): each kernel that reads it computes
 it once, hoisted out of its loops, where storing it would take a kernel of its own.
 """
@@ -53,13 +58,17 @@ _CPU_COST = {
 }
 
 
+_GPU_COST = {**dict.fromkeys(EXPENSIVE, 4), **dict.fromkeys((Op.SIN, Op.COS, Op.TAN, Op.ACOSH, Op.LGAMMA), 25)}
+
+
 def op_cost(body: Expr, device, numel: int) -> int:
     """Cheap ops (adds, multiplies) that recomputing ``body``, a buffer of ``numel``
-    elements, costs per element on ``device`` (elsewhere, and for one element:
+    elements, costs per element on ``device`` (for one element, or no device:
     ``op_count``'s flat weights)."""
-    if device is None or device.type != "cpu" or numel <= 1:
+    if device is None or numel <= 1:
         return op_count(body)
-    return sum(_CPU_COST.get(n.op, 1) for n in walk(body) if n.op not in LEAVES)
+    costs = _CPU_COST if device.type == "cpu" else _GPU_COST
+    return sum(costs.get(n.op, 1) for n in walk(body) if n.op not in LEAVES)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ Takes: compile jobs (a kernel module's file, the function, its signature,
 constexprs, options and GPU architecture). Gives: ``submit(job)`` -> a future
 that completes when the binary is in Triton's cache, with ``(Triton's hash of
 it, None)``, or when the worker failed, with ``("", error text)``; the caller
-then loads the binary in-process by its hash. ``start()`` launches the workers early (the backend calls it when a graph
-with CUDA inputs arrives, so they import Triton while AOTAutograd traces).
+then loads the binary in-process by its hash. ``start(arch)`` launches the workers early (the backend calls it when a graph
+with CUDA inputs arrives): while AOTAutograd traces, each imports Triton and, given the GPU architecture, compiles
+one throwaway kernel, paying the first compile's one-time costs (0.6 s here) before any real kernel waits for it.
 
 Why processes: Triton's front end is Python and holds the GIL, so threads give
 about 1.5x on many kernels. The workers are plain ``python worker.py``
@@ -35,13 +36,14 @@ def workers() -> int:
     return config.compile_workers or min(os.cpu_count() or 1, 12)
 
 
-def start():
-    """The pool, started on first use; None where it cannot run (one core, or no Python)."""
+def start(arch: int | None = None):
+    """The pool, started on first use; None where it cannot run (one core, or no Python).
+    ``arch`` (e.g. 90): the workers warm up by compiling for it."""
     global _pool
     with _lock:
         if _pool is None and workers() > 1:
             try:
-                _pool = _Pool(workers())
+                _pool = _Pool(workers(), arch)
             except OSError:
                 _pool = False
         return _pool or None
@@ -54,13 +56,14 @@ def submit(job: dict):
 
 
 class _Pool:
-    def __init__(self, size: int):
+    def __init__(self, size: int, arch: int | None):
         self.jobs: queue.Queue = queue.Queue()
         self.ids = itertools.count()
         self.alive = size
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # workers compile for the GPU
         for _ in range(size):
-            proc = subprocess.Popen([sys.executable, worker.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            warm = [str(arch)] if arch else []
+            proc = subprocess.Popen([sys.executable, worker.__file__, *warm], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     env=env)
             threading.Thread(target=self._serve, args=(proc,), daemon=True, name="braze-compile-worker").start()
 

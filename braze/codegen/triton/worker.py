@@ -1,7 +1,8 @@
 """A kernel-compiling worker process, and the one definition of a kernel's Triton source.
 
-Run as a script (``python worker.py``, by ``pool.py``): it imports Triton only
-(not torch, not braze), then reads jobs from stdin and answers on stdout, each a
+Run as a script (``python worker.py [ARCH]``, by ``pool.py``): it imports Triton only
+(not torch, not braze), compiles one throwaway kernel for GPU architecture ARCH if
+given (a process's first compile costs 0.6 s more than later ones), then reads jobs from stdin and answers on stdout, each a
 length-prefixed pickle. A job names a kernel module file, a function in it, its
 signature, constexprs, launch options, the GPU architecture and Triton's cache
 directory; the worker compiles it, and Triton's C launcher for its signature,
@@ -79,8 +80,33 @@ def _build_launcher(kernel) -> None:
         pass
 
 
+def warm_up(arch: int) -> None:
+    """Compile a one-line kernel for ``arch`` into a throwaway cache: Triton's and LLVM's
+    first-use costs are paid now, while the parent traces, not by the first real kernel."""
+    import tempfile
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+
+    @triton.jit
+    def increment(x, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(x + offsets, tl.load(x + offsets) + 1.0)
+
+    with tempfile.TemporaryDirectory() as cache_dir, triton.knobs.cache.scope():
+        triton.knobs.cache.dir = cache_dir
+        kernel = triton.compile(ast_source(increment, {"x": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 128}),
+                                target=GPUTarget("cuda", arch, 32))
+        _build_launcher(kernel)
+
+
 def main() -> None:
     import triton  # noqa: F401  (imported before the first job arrives)
+    if len(sys.argv) > 1:
+        try:
+            warm_up(int(sys.argv[1]))
+        except Exception:  # only a warm-up: the jobs report real errors
+            pass
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # anything Triton prints must not corrupt the answers
     while True:

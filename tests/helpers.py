@@ -75,7 +75,7 @@ def check(fn, *args, grad=False, atol=None, rtol=None, expect_kernels=None):
 def _backward(out):
     leaves = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
     if leaves:
-        torch.autograd.backward(leaves, [torch.randn_like(t, generator=torch.Generator().manual_seed(7))
+        torch.autograd.backward(leaves, [torch.randn_like(t, generator=torch.Generator(t.device).manual_seed(7))
                                          if t.dtype.is_floating_point else None for t in leaves])
 
 

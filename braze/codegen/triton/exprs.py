@@ -15,7 +15,9 @@ never leaves its buffer; every load is masked by the axes it varies along.
 Float32 division and square root use the IEEE-rounded forms (``div_rn``,
 ``sqrt_rn``): plain ``/`` and ``tl.sqrt`` are approximate on NVIDIA GPUs.
 Float negation flips the sign bit (helper ``negate``): Triton's unary minus is
-``0 - x``, which gives +0.0 for 0.0 and keeps the sign of NaN.
+``0 - x``, which gives +0.0 for 0.0 and keeps the sign of NaN. A float32 ``erf``
+is printed when first used; where that use is ``1 + erf(z)`` (GELU and its
+derivative) it becomes the helper ``erf_plus_one(z)``, half the instructions.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ class Term:
     axes: frozenset = frozenset()
     literal: bool = False
     precedence: int = 3  # for inline index arithmetic
+    deferred: bool = False  # a float32 erf, printed at its first use (``Printer._printed``)
 
 
 def literal(value, dtype) -> str:
@@ -110,7 +113,25 @@ class Printer:
         for e in walk(root):
             if id(e) not in self.memo:
                 self.memo[id(e)] = self._node(e)
-        return self.memo[id(root)]
+        return self._printed(root)
+
+    def _printed(self, e: Expr) -> Term:
+        """``e``'s term, printing a deferred float32 ``erf`` now that a reader needs it."""
+        term = self.memo[id(e)]
+        if term.deferred:
+            z = self._printed(e.args[0])
+            term = self.memo[id(e)] = self.temp(f"libdevice.erf({z.text})", z.axes)
+        return term
+
+    def _erf_plus_one(self, e: Expr):
+        """``1 + erf(z)`` in float32 as the helper, if ``e`` is that sum and its erf is not printed yet."""
+        if e.op is not Op.ADD or e.dtype is not torch.float32:
+            return None
+        for one, erf in (e.args, e.args[::-1]):
+            if one.op is Op.CONST and one.arg == 1.0 and self.memo[id(erf)].deferred:
+                z = self._printed(erf.args[0])
+                return self.temp(f"{self._use('erf_plus_one')}({z.text})", z.axes)
+        return None
 
     def tensor(self, term: Term, dtype) -> str:
         """``term`` as a tensor of its own dtype (literals materialized)."""
@@ -131,7 +152,12 @@ class Printer:
             return self.k.names[e]
         if op is Op.VALUE:
             return self.k.values[e.arg]
-        args = [self.memo[id(a)] for a in e.args]
+        if op is Op.ERF and e.dtype is torch.float32:
+            return Term("", deferred=True)
+        fused = self._erf_plus_one(e)
+        if fused is not None:
+            return fused
+        args = [self._printed(a) for a in e.args]
         axes = frozenset().union(*(a.axes for a in args))
         if op is Op.LOAD:
             return self._load(e, args[0])

@@ -211,6 +211,27 @@ def negate(x):
         out = (x.to(tl.int16, bitcast=True) ^ tl.full([], -32768, tl.int16)).to(x.dtype, bitcast=True)
     return out
 '''),
+    "erf_plus_one": ("", '''
+@triton.jit
+def erf_plus_one(z):
+    """1 + erf(z) in float32 (GELU's 0.5 * x * (1 + erf(x / sqrt(2))) and its derivative): erfc(|z|) as
+    2**p(|z|), p of degree 9 fitted by tools/fit_erf_plus_one.py; 1 + erf(z) is 2 - erfc(z) for z >= 0 and
+    erfc(-z) below. One path, no branches: about 16 instructions where libdevice's erf takes 34. Largest
+    absolute error over float32 (exp2 rounded): 1.2e-7 for z >= 0, 6.2e-8 below (float32 1 + erf(z): 9.2e-8,
+    4.6e-8); beyond |z| = 3.92, 2 and 0, as float32 rounds them."""
+    t = tl.minimum(tl.abs(z), 3.92)
+    p = tl.fma(t, 1.1604773135331925e-05, -0.00015296402852982283)
+    p = tl.fma(p, t, 0.0008482331759296358)
+    p = tl.fma(p, t, -0.0022747833281755447)
+    p = tl.fma(p, t, 8.480287942802534e-05)
+    p = tl.fma(p, t, 0.027724478393793106)
+    p = tl.fma(p, t, -0.1483079046010971)
+    p = tl.fma(p, t, -0.9184429049491882)
+    p = tl.fma(p, t, -1.6279072761535645)
+    erfc = tl.where(tl.abs(z) >= 3.92, 0.0, tl.exp2(p * t))
+    out = tl.where(z < 0, erfc, 2.0 - erfc)
+    return tl.where(z != z, z, out)
+'''),
     "nextafter_16": ("", '''
 @triton.jit
 def nextafter_16(a, b):

@@ -3,7 +3,8 @@
 On a CPU erf, exp, tanh and the like cost tens of adds, so a buffer holding them
 that several kernels read is stored once, not recomputed in each; cheap buffers,
 buffers of one element and values read twice within one expression are still
-recomputed; on a GPU costly ops count 4, but sin, cos and the other ops whose libdevice
+recomputed (these tests build CPU tensors explicitly: the CUDA plugin makes the GPU the
+default device); on a GPU costly ops count 4, but sin, cos and the other ops whose libdevice
 code is large count more than ``inline_max_ops``: a rotary embedding's cos and sin tables,
 read by every layer, are stored once.
 """
@@ -41,7 +42,7 @@ def _kernels_with(report, op: str) -> list:
 
 
 def test_costly_buffer_read_by_two_kernels_is_stored():
-    report = braze.explain(_row_and_column_sums, torch.randn(64, 48))
+    report = braze.explain(_row_and_column_sums, torch.randn(64, 48, device="cpu"))
     assert len(report.kernels) == 2
     assert len(_kernels_with(report, ERF)) == 1, [k.ops for k in report.kernels]
     reasons = [d.reason for d in report.graphs[0].decisions if d.stored]
@@ -50,7 +51,7 @@ def test_costly_buffer_read_by_two_kernels_is_stored():
 
 def test_costly_value_read_twice_in_one_expression_is_stored_with_it():
     """The whole expression is stored, so the second kernel only loads it."""
-    report = braze.explain(_tanh_derivative_sums, torch.randn(64, 48))
+    report = braze.explain(_tanh_derivative_sums, torch.randn(64, 48, device="cpu"))
     assert len(report.kernels) == 2
     assert len(_kernels_with(report, "aten.tanh.default")) == 1, [k.ops for k in report.kernels]
     other = next(k for k in report.kernels if "aten.tanh.default" not in k.ops)
@@ -58,7 +59,7 @@ def test_costly_value_read_twice_in_one_expression_is_stored_with_it():
 
 
 def test_cheap_buffer_read_by_two_kernels_is_recomputed():
-    report = braze.explain(_cheap_row_and_column_sums, torch.randn(64, 48))
+    report = braze.explain(_cheap_row_and_column_sums, torch.randn(64, 48, device="cpu"))
     assert len(report.kernels) == 2
     assert len(_kernels_with(report, "aten.mul.Tensor")) == 2, [k.ops for k in report.kernels]
     assert not any("costly" in d.reason for d in report.graphs[0].decisions), report.graphs[0].decisions
@@ -67,7 +68,7 @@ def test_cheap_buffer_read_by_two_kernels_is_recomputed():
 def test_costly_buffer_matches_eager_on_fresh_inputs(backend):
     for seed in range(2):
         torch._dynamo.reset()
-        x = torch.randn(64, 48, generator=torch.Generator().manual_seed(seed))
+        x = torch.randn(64, 48, device="cpu", generator=torch.Generator().manual_seed(seed))
         check(_row_and_column_sums, x, atol=1e-5, rtol=1e-5)
         torch._dynamo.reset()
         check(_tanh_derivative_sums, x, atol=1e-5, rtol=1e-5)
@@ -81,7 +82,7 @@ def _gelu_block(x, w1, b1, g, beta, w2):
 def _gelu_args(seed: int):
     gen = torch.Generator().manual_seed(seed)
     shapes = [(32, 24), (24, 40), (40,), (40,), (40,), (40, 8)]
-    return [torch.randn(s, generator=gen).requires_grad_() for s in shapes]
+    return [torch.randn(s, device="cpu", generator=gen).requires_grad_() for s in shapes]
 
 
 def test_gelu_derivative_is_computed_once_in_the_backward():
@@ -149,5 +150,6 @@ def test_one_element_buffer_stays_inlined():
     def fn(step, a, b):
         c = 1.0 - torch.pow(0.9, step)
         return a / c, b / c
-    report = braze.explain(fn, torch.tensor(3.0), torch.randn(64), torch.randn(32))
+    report = braze.explain(fn, torch.tensor(3.0, device="cpu"), torch.randn(64, device="cpu"),
+                           torch.randn(32, device="cpu"))
     assert not any("costly" in d.reason for d in report.graphs[0].decisions), report.graphs[0].decisions

@@ -168,7 +168,7 @@ def test_cudagraphs_option_explains_why_not_on_cpu():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         f = torch.compile(lambda x: x.sin() * 2, backend="braze", options={"cudagraphs": True})
-        x = torch.randn(5)
+        x = torch.randn(5, device="cpu")
         torch.testing.assert_close(f(x), x.sin() * 2)
     assert any("not run through CUDA graphs" in str(w.message) and "cpu" in str(w.message) for w in caught)
 

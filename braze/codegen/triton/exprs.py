@@ -120,7 +120,7 @@ class Printer:
         term = self.memo[id(e)]
         if term.deferred:
             z = self._printed(e.args[0])
-            term = self.memo[id(e)] = self.temp(f"libdevice.erf({z.text})", z.axes)
+            term = self.memo[id(e)] = self.temp(f"libdevice.erf({self.tensor(z, e.dtype)})", z.axes)
         return term
 
     def _erf_plus_one(self, e: Expr):
@@ -130,7 +130,7 @@ class Printer:
         for one, erf in (e.args, e.args[::-1]):
             if one.op is Op.CONST and one.arg == 1.0 and self.memo[id(erf)].deferred:
                 z = self._printed(erf.args[0])
-                return self.temp(f"{self._use('erf_plus_one')}({z.text})", z.axes)
+                return self.temp(f"{self._use('erf_plus_one')}({self.tensor(z, e.dtype)})", z.axes)
         return None
 
     def tensor(self, term: Term, dtype) -> str:

@@ -4,9 +4,11 @@ Takes: compile jobs (a kernel module's file, the function, its signature,
 constexprs, options and GPU architecture). Gives: ``submit(job)`` -> a future
 that completes when the binary is in Triton's cache, with ``(Triton's hash of
 it, None)``, or when the worker failed, with ``("", error text)``; the caller
-then loads the binary in-process by its hash. ``start(arch)`` launches the workers early (the backend calls it when a graph
-with CUDA inputs arrives): while AOTAutograd traces, each imports Triton and, given the GPU architecture, compiles
-one throwaway kernel, paying the first compile's one-time costs (0.6 s here) before any real kernel waits for it.
+then loads the binary in-process by its hash. ``start(arch)`` launches the workers
+early (the backend calls it when a graph with CUDA inputs arrives): while
+AOTAutograd traces, each imports Triton and, given the GPU architecture, compiles
+one throwaway kernel, paying the first compile's one-time costs (0.6 s for sm_90
+on this project's machines) before any real kernel waits for it.
 
 Why processes: Triton's front end is Python and holds the GIL, so threads give
 about 1.5x on many kernels. The workers are plain ``python worker.py``
@@ -63,8 +65,8 @@ class _Pool:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # workers compile for the GPU
         for _ in range(size):
             warm = [str(arch)] if arch else []
-            proc = subprocess.Popen([sys.executable, worker.__file__, *warm], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    env=env)
+            proc = subprocess.Popen([sys.executable, worker.__file__, *warm], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, env=env)
             threading.Thread(target=self._serve, args=(proc,), daemon=True, name="braze-compile-worker").start()
 
     def submit(self, job: dict):

@@ -2,8 +2,8 @@
 
 Run as a script (``python worker.py [ARCH]``, by ``pool.py``): it imports Triton only
 (not torch, not braze), compiles one throwaway kernel for GPU architecture ARCH if
-given (a process's first compile costs 0.6 s more than later ones), then reads jobs from stdin and answers on stdout, each a
-length-prefixed pickle. A job names a kernel module file, a function in it, its
+given (a process's first compile costs 0.6 s more than later ones), then reads jobs
+from stdin and answers on stdout, each a length-prefixed pickle. A job names a kernel module file, a function in it, its
 signature, constexprs, launch options, the GPU architecture and Triton's cache
 directory; the worker compiles it, and Triton's C launcher for its signature,
 into that cache and answers ``(job id, Triton's hash of the binary, None)``, or

@@ -11,7 +11,8 @@ measured, then the whole report; with ``--out FILE`` the report replaces the
 so that a run stopped at a time limit keeps what it measured. Per row: median
 run time of eager, Inductor (``torch.compile(m)``) and braze
 (``torch.compile(m, backend="braze")``) on the same module and inputs, and
-speed-ups, taken in interleaved rounds once both compilers have compiled; cold compile time (first compiled call minus one eager call; the
+speed-ups, taken in interleaved rounds once both compilers have compiled; cold
+compile time (first compiled call minus one eager call; the
 Inductor, Triton and braze caches are fresh empty directories made at start,
 Dynamo is reset before each compile, and the process's first-use costs are paid
 before, on a one-op function); cosine to eager of the output in float32 and,
@@ -418,8 +419,8 @@ def render(section: str, head: list, rows: list, warm) -> str:
     timing = ("`triton.testing.do_bench` median (L2 cleared before each call)" if section.endswith("cuda")
               else "median wall clock of at least 10 calls after warm-up")
     out += [f"Times: {timing}, then the median of {TIMING_ROUNDS} rounds that time eager, Inductor and braze in "
-            "turn (both compiled steps stay loaded); × = speed-up over eager. Cold compile: the first compiled call (train: forward and "
-            "backward) minus one eager call; the Inductor, Triton and braze caches are empty at the start of the run "
+            "turn (both compiled steps stay loaded); × = speed-up over eager. Cold compile: the first compiled call "
+            "(train: forward and backward) minus one eager call; the Inductor, Triton and braze caches are empty at the start of the run "
             "(a later row may find a kernel an earlier row compiled). Accuracy: cosine to eager of the output in "
             "float32 and, for train, of all gradients concatenated; train also needs the loss within "
             f"{LOSS_OK:g} of eager's. fp32 matmul precision: {torch.get_float32_matmul_precision()}.", ""]

@@ -185,7 +185,7 @@ class _Writer:
     def _check_layout(self, out) -> None:
         name, dtype, layout = out
         if layout.numel > 1:
-            self.lines.append(f"    {name} = _ensure_layout({name}, {layout.strides!r})")
+            self.lines.append(f"    {name} = _ensure_layout({name}, {tuple(layout.strides)!r})")
 
     def _output(self, spec) -> str:
         if spec.kind == "buffer":

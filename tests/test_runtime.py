@@ -214,3 +214,28 @@ def test_aligned_matmul_pads_rows_and_matches_eager():
     bias2d = torch.randn(6, 13)
     torch.testing.assert_close(_aligned_matmul(torch.ops.aten.addmm.out, bias2d, a, b),
                                torch.addmm(bias2d, a, b))
+
+
+def test_an_output_also_saved_for_backward_is_stored_once():
+    """A forward graph returns a user output that the backward also needs at two places:
+    one buffer, written once (LLaMA's key and value caches), values and grads as eager."""
+    def fn(x, w):
+        k = torch.cat([x.sin(), x.cos()], -1)
+        return k, (k * w).sum()
+    x, w = torch.randn(64, 32, requires_grad=True), torch.randn(64, 64, requires_grad=True)
+    check(fn, x, w, grad=True)
+    forward = braze.explain(fn, x, w).graph("forward")
+    assert [k.writes for k in forward.kernels] == [["buf2", "buf4"]]
+    assert "return (buf2, buf4, arg0, arg1, buf2, )" in forward.wrapper
+
+
+def test_two_graph_outputs_with_one_value_stay_two_tensors():
+    """``y`` and ``y.clone()`` are distinct tensors in eager: writing into one leaves the other."""
+    def fn(x):
+        y = x.sin()
+        return y, y.clone()
+    x = torch.randn(16, 8)
+    y, z = braze.compile(fn)(x)
+    assert y.data_ptr() != z.data_ptr()
+    y.add_(1)
+    torch.testing.assert_close(z, x.sin())

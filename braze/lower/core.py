@@ -215,13 +215,22 @@ class Lowerer:
     def _outputs(self, node):
         results = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
         eager = node.meta.get("braze_layouts") or []  # strides the user sees, where braze chose others
+        given = {}  # fx node -> (spec, padded): a node returned twice is one tensor, as in eager
         for k, fx_value in enumerate(results):
             value = self.env.get(fx_value) if isinstance(fx_value, torch.fx.Node) else fx_value
             wanted = eager[k] if k < len(eager) else None
-            spec = self._padded_output(value) if wanted is None else None
-            if spec is not None:
+            key = (fx_value, wanted) if isinstance(fx_value, torch.fx.Node) else None
+            if key in given:
+                spec, padded = given[key]
+            else:
+                spec = self._padded_output(value) if wanted is None else None
+                padded = spec is not None
+                spec = spec or self._output_spec(fx_value, value, wanted)
+                if key is not None:
+                    given[key] = spec, padded
+            if padded:
                 self.graph.padded_outputs.append(k)
-            self.graph.outputs.append(spec or self._output_spec(fx_value, value, wanted))
+            self.graph.outputs.append(spec)
 
     def _padded_output(self, value) -> OutputSpec | None:
         """An output read straight from a matrix product stored with padded rows keeps

@@ -131,3 +131,18 @@ def test_digamma_at_zero_and_integers():
     check(torch.digamma, torch.randint(-3, 4, (30,)))
     torch._dynamo.reset()
     check(torch.digamma, torch.tensor([True, False, True]))
+
+
+def test_interpreter_fma_rounds_once():
+    """The interpreter's float32 ``tl.fma`` rounds once, as the GPU's does (it rounded the
+    product first): (1 + 2^-23)^2 - (1 + 2^-22) is 2^-46 exactly, 0 when rounded twice."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    from braze.codegen.triton.interpret import install
+    install()
+    value = lambda v: interpreter.TensorHandle(np.array([v], dtype=np.float32), tl.float32)  # noqa: E731
+    one_ulp_up = np.float32(1 + 2 ** -23)
+    out = interpreter.InterpreterBuilder().create_fma(value(one_ulp_up), value(one_ulp_up), value(-(1 + 2 ** -22)))
+    assert out.data.dtype == np.float32 and out.data[0] == 2.0 ** -46

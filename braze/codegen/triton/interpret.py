@@ -15,7 +15,8 @@ of ``int1``, so a scalar comparison broadcast to a block becomes floats and a
 following ``&``/``|``/``^`` fails in NumPy; and it folds ``tl.reduce`` with a user
 combine function one element at a time in Python (minutes for a few thousand
 rows); braze's combine helpers are associative and elementwise, so their
-reductions are run as a vectorized tree instead.
+reductions are run as a vectorized tree instead; and it rounds a float32
+``tl.fma`` twice (the product, then the sum), where the GPU rounds once.
 
 This is test support only: on a GPU the same kernel text calls the real
 libdevice and Triton's own reductions, and this module is never used.
@@ -144,11 +145,26 @@ def _compare_to_int1(builder_cls):
             setattr(builder_cls, name, typed(getattr(builder_cls, name)))
 
 
+def _fused_fma(builder_cls):
+    """``tl.fma`` rounds once, as the GPU's ``fma.rn`` does: float32 operands are multiplied
+    and added in float64, where their product is exact (the interpreter rounds the product
+    to float32 first). Float64 operands keep the interpreter's two roundings."""
+    from triton.runtime.interpreter import TensorHandle
+    original = builder_cls.create_fma
+
+    def create_fma(self, x, y, z):
+        if z.dtype.scalar != tl.float32:
+            return original(self, x, y, z)
+        wide = x.data.astype(np.float64) * y.data.astype(np.float64) + z.data.astype(np.float64)
+        return TensorHandle(wide.astype(np.float32), z.dtype.scalar)
+    builder_cls.create_fma = create_fma
+
+
 def install() -> None:
     """Once per process: route ``tl.reduce`` calls whose combine function is a braze
     helper through ``_tree_reduce`` (other Triton code keeps the interpreter's own
-    path), convert floats and integers to bfloat16 as GPUs do, and type comparisons
-    as ``int1``."""
+    path), convert floats and integers to bfloat16 as GPUs do, type comparisons as
+    ``int1`` and round a float32 ``tl.fma`` once."""
     from triton.runtime import interpreter
     ops = interpreter.ReduceOps
     if getattr(ops, "_braze_fast", False):
@@ -164,3 +180,4 @@ def install() -> None:
     ops._braze_fast = True
     _cast_to_bf16(interpreter.InterpreterBuilder)
     _compare_to_int1(interpreter.InterpreterBuilder)
+    _fused_fma(interpreter.InterpreterBuilder)

@@ -134,8 +134,8 @@ def test_digamma_at_zero_and_integers():
 
 
 def test_interpreter_fma_rounds_once():
-    """The interpreter's float32 ``tl.fma`` rounds once, as the GPU's does (it rounded the
-    product first): (1 + 2^-23)^2 - (1 + 2^-22) is 2^-46 exactly, 0 when rounded twice."""
+    """The interpreter's float32 ``tl.fma`` keeps the exact product, as the GPU's does (it
+    rounded the product first): (1 + 2^-23)^2 - (1 + 2^-22) is 2^-46 exactly, 0 that way."""
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter

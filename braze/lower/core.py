@@ -219,7 +219,7 @@ class Lowerer:
         for k, fx_value in enumerate(results):
             value = self.env.get(fx_value) if isinstance(fx_value, torch.fx.Node) else fx_value
             wanted = eager[k] if k < len(eager) else None
-            key = (fx_value, wanted) if isinstance(fx_value, torch.fx.Node) else None
+            key = (fx_value, id(wanted)) if isinstance(fx_value, torch.fx.Node) else None  # no tensor ==
             if key in given:
                 spec, padded = given[key]
             else:

@@ -146,9 +146,11 @@ def _compare_to_int1(builder_cls):
 
 
 def _fused_fma(builder_cls):
-    """``tl.fma`` rounds once, as the GPU's ``fma.rn`` does: float32 operands are multiplied
-    and added in float64, where their product is exact (the interpreter rounds the product
-    to float32 first). Float64 operands keep the interpreter's two roundings."""
+    """``tl.fma`` as the GPU's ``fma.rn``: float32 operands are multiplied and added in
+    float64, where their product is exact (the interpreter rounds the product to float32
+    first), then rounded to float32: one rounding wherever the float64 sum is exact (a
+    remainder ``a - q * b`` that float32 holds); else float64's comes first, one float32
+    ulp off in rare halfway cases. Float64 operands keep two roundings."""
     from triton.runtime.interpreter import TensorHandle
     original = builder_cls.create_fma
 

@@ -311,10 +311,13 @@ class Lowerer:
 
     def materialize(self, tv: TensorValue, layout: Layout | None = None, reason: str = "") -> str:
         """Store ``tv`` into a new buffer (a copy node) and return its name."""
+        return self.stored(tv, layout, reason).expr.arg
+
+    def stored(self, tv: TensorValue, layout: Layout | None = None, reason: str = "") -> TensorValue:
+        """Store ``tv`` into a new buffer (a copy node); the value that loads it."""
         value = self.compute(tv.dtype, tv.sizes, tv.expr, origin="copy")
-        name = value.expr.arg
-        self.pin(name, reason, layout)
-        return name
+        self.pin(value.expr.arg, reason, layout)
+        return value
 
     def tensor_arg(self, tv: TensorValue) -> BufferArg:
         """``tv`` as an ATen argument: a strided view of a buffer, copying if needed."""

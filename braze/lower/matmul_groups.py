@@ -24,8 +24,6 @@ import torch
 from braze.lower.core import LOWERINGS, TensorValue
 from braze.lower.indexing import piecewise
 from braze.lower.views import slice_value
-from braze.ir.expr import load
-from braze.ir.graph import out_vars
 
 aten = torch.ops.aten
 PRODUCTS = (aten.mm.default, aten.addmm.default)
@@ -75,9 +73,7 @@ def _lower_group(ctx, group: Group) -> list:
     members = group.members
     weights = [ctx.lower_ahead(_weight(m)) for m in members]
     widths = [w.sizes[0] for w in weights]
-    stacked = _concatenated(ctx, weights)
-    name = ctx.materialize(stacked, reason="the weights of grouped matrix products")
-    stacked = TensorValue(stacked.dtype, stacked.sizes, load(name, out_vars(stacked.sizes), stacked.dtype))
+    stacked = ctx.stored(_concatenated(ctx, weights), reason="the weights of grouped matrix products")
     right = LOWERINGS[aten.permute.default](ctx, stacked, [1, 0])
     left = ctx.env[_left(members[0])]
     meta = torch.empty((left.sizes[0], sum(widths)), dtype=left.dtype, device="meta")

@@ -268,6 +268,18 @@ def minimum_nan(a, b):
 def add(a, b):
     return a + b
 '''),
+    "add2": ("", '''
+@triton.jit
+def add2(a0, a1, b0, b1):
+    """Two sums folded by one tree (``rows.tree_sums``)."""
+    return a0 + b0, a1 + b1
+'''),
+    "add3": ("", '''
+@triton.jit
+def add3(a0, a1, a2, b0, b1, b2):
+    """Three sums folded by one tree (``rows.tree_sums``)."""
+    return a0 + b0, a1 + b1, a2 + b2
+'''),
     "multiply": ("", '''
 @triton.jit
 def multiply(a, b):

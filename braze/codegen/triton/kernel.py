@@ -28,7 +28,7 @@ from braze.codegen.triton.guards import guarded_loads
 from braze.codegen.triton.helpers import is_helper
 from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
-from braze.codegen.triton.rows import row_fields
+from braze.codegen.triton.rows import finish_level
 from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
 from braze.fuse.kernel import KernelPlan
 
@@ -240,8 +240,7 @@ class TritonKernel:
                 self._compute(members, printer, "    ", {"x"})
                 continue
             self._compute(members, printer, "    ", {"x", "r"})
-            for acc, owners in self._accumulators(members):
-                self._finish(acc, owners, row_fields(self, acc, owners[0], printer), printer)
+            finish_level(self, self._accumulators(members), printer)
         self._end()
 
     def _row_loop(self, name: str) -> None:

@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import replace
 
-from braze.codegen.triton.shapes import Shape, _warps, cdiv, next_pow2, row_warps
+from braze.codegen.triton.shapes import Shape, _warps, cdiv, loop_warps, next_pow2, row_warps
 from braze.runtime import cache
 
 MAX_CANDIDATES = 4
@@ -75,7 +75,7 @@ def candidates(plan, shape: Shape) -> list:
     found = [first]
     for blocks in options:
         size = math.prod(blocks.get(k, b.get(k, 1)) for k in ("XBLOCK", "YBLOCK", "RBLOCK"))
-        warps = row_warps(size) if shape.name == "row" else _warps(size, 256, 8)
+        warps = {"row": row_warps, "row_loop": loop_warps}.get(shape.name, lambda n: _warps(n, 256, 8))(size)
         choice = {"blocks": blocks, "num_warps": warps}
         if choice not in found:
             found.append(choice)

@@ -80,6 +80,44 @@ def test_row_persistent_up_to_32_kib():
     assert "welford_combine" not in report.graphs[0].source  # two passes over the registers
 
 
+@pytest.mark.parametrize("count, combines", [(2, ["add2"]), (3, ["add3"]), (4, ["add3", "add"])])
+def test_row_sums_of_one_level_share_one_tree(count, combines):
+    """Sums folded side by side in a row kernel go through one ``tl.reduce`` of a tuple (up
+    to three), with the results each would have alone."""
+    x, y = torch.randn(24, 300), torch.randn(24, 300)
+    fn = lambda x, y: [(x * y ** k).sum(-1) for k in range(count)]  # noqa: E731
+    report = assert_shape(["row"], fn, x, y)
+    trees = re.findall(r"tl\.reduce\(.*, 1, (\w+), keep_dims=True\)", report.graphs[0].source)
+    assert trees == combines
+    ours = torch.compile(fn, backend="braze")(x, y)
+    alone = [torch.compile(lambda x, y, k=k: (x * y ** k).sum(-1), backend="braze")(x, y) for k in range(count)]
+    assert all(torch.equal(a, b) for a, b in zip(ours, alone))
+
+
+def test_layer_norm_row_folds_deviations_and_squares_in_one_tree():
+    x, w, b = torch.randn(8, 1024), torch.randn(1024), torch.randn(1024)
+    report = assert_shape(["row"], lambda x, w, b: F.layer_norm(x, (1024,), w, b), x, w, b, atol=1e-5, rtol=1e-4)
+    trees = re.findall(r"tl\.reduce\(.*, 1, (\w+), keep_dims=True\)", report.graphs[0].source)
+    assert trees == ["add", "add2"]  # the mean's sum, then the deviations' sum and square sum
+
+
+def test_loss_gathers_in_the_row_kernel_not_in_its_one_program_mean():
+    """cross_entropy over 4096 rows: the pick of each row's target logit is a gather; its
+    mean runs in one program, which would wait for the gathers chunk after chunk, so the
+    rows' kernel gathers and stores each row's loss, and the mean only sums them."""
+    logits, target = torch.randn(4096, 100), torch.randint(0, 100, (4096,))
+    target[::7] = -100
+    fn = lambda logits, target: F.cross_entropy(logits, target)  # noqa: E731
+    report = assert_shape(["row", "row"], fn, logits, target)
+    rows, mean = report.kernels
+    assert "aten.gather.default" in rows.ops and "aten.gather.default" not in mean.ops
+    assert any(d.reason == "gathers for a reduction of few long rows" for d in report.graphs[0].decisions)
+    few = F.cross_entropy(logits[:1024], target[:1024])  # 1024 rows: one chunk, gathered in the mean
+    small = braze.explain(fn, logits[:1024], target[:1024])
+    assert "aten.gather.default" in small.kernels[-1].ops
+    assert torch.allclose(torch.compile(fn, backend="braze")(logits[:1024], target[:1024]), few)
+
+
 def test_row_variance_with_a_large_mean_is_as_accurate_as_eager():
     """Rows near 1000, against float64: no cancellation in the register two-pass variance.
     The variance: within 4 float32 ulps of the exact value (float32 trees over 4100

@@ -8,6 +8,10 @@ it was stored or inlined. This is the only place such a decision is made.
 The cost model, in order:
 - stored: reductions, graph outputs, inputs of ATen calls, writes into inputs;
 - dropped: nothing reads it;
+- stored (Triton only): an expression that gathers (loads at indices it loads), read
+  by a reduction of few long rows (``legality.slow_gather_rows``): each program would
+  wait for its gathers chunk after chunk. A loss's per-row pick from the logits, read
+  by its mean, is stored by the kernel that computed the rows' max and sum;
 - inlined: read at one index by one reader, or only by pointwise readers at the
   element they compute whose values all end in one expression (``t = tanh(x);
   (t + 1) * (1 - t * t)`` computes ``t`` once), unless its expression has grown
@@ -44,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from braze import config
+from braze.fuse.legality import gathers, program_fill, slow_gather_rows
 from braze.ir.expr import EXPENSIVE, LEAVES, Expr, Op, op_count, rewrite, store_cast, substitute, walk
 from braze.ir.graph import ComputeNode, ExternNode, Graph, Layout, out_vars
 
@@ -81,6 +86,7 @@ class Decision:
 def inline(graph: Graph) -> list[Decision]:
     uses = _count_uses(graph)
     sites = _sites(graph, uses)
+    gathered_slowly = _read_by_few_long_rows(graph)
     bodies: dict[str, Expr] = {}  # final body of each inlined node
     decisions: list[Decision] = []
     kept = []
@@ -88,7 +94,7 @@ def inline(graph: Graph) -> list[Decision]:
         if isinstance(node, ComputeNode):
             node.origins = _merged_origins(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
-            stored, reason = _decide(node, sites[node.name], graph)
+            stored, reason = _decide(node, sites[node.name], graph, node.name in gathered_slowly)
             decisions.append(Decision(node.name, stored, reason))
             if not stored:
                 if uses.get(node.name, 0):
@@ -145,13 +151,27 @@ def _sites(graph: Graph, uses: dict) -> dict[str, int]:
     return sites
 
 
-def _decide(node: ComputeNode, uses: int, graph: Graph) -> tuple[bool, str]:
+def _read_by_few_long_rows(graph: Graph) -> set:
+    """Buffers read by a reduction of few long rows (``slow_gather_rows``; none on the C++
+    backend)."""
+    fill = program_fill(graph)
+    found: set = set()
+    for node in graph.nodes:
+        if isinstance(node, ComputeNode) and node.is_reduction \
+                and slow_gather_rows(node.numel, node.reduction.numel, fill):
+            found.update(node.reads())
+    return found
+
+
+def _decide(node: ComputeNode, uses: int, graph: Graph, read_by_few_long_rows: bool) -> tuple[bool, str]:
     if node.is_reduction:
         return True, "reduction"
     if node.pinned:
         return True, node.pinned
     if uses == 0:
         return False, "unused"
+    if read_by_few_long_rows and gathers(node.body):
+        return True, "gathers for a reduction of few long rows"
     size = op_count(node.body)
     if size > config.inline_max_body:
         return True, f"expression of {size} ops is too large to recompute"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from braze import config
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, cache_table, cached, free_vars, index, substitute, var, walk
+from braze.ir.expr import Expr, Op, cache_table, cached, free_vars, index, loads, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, out_vars, reduce_vars
 
 INNER, OUTER, REDUCTION = "inner", "outer", "reduction"
@@ -47,6 +47,7 @@ class Reason(enum.Enum):
     FEW_ROWS = "a second pass over few long rows would keep the reduction from being split"
     SCATTER = "a scatter writes at indices read from memory: it runs alone"
     SCAN = "a scan carries a running value along its dimension: it runs alone"
+    SLOW_GATHER = "a gather would run in few programs, one chunk of the row after another"
 
 
 @dataclass(frozen=True)
@@ -345,8 +346,13 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
         return verdict
     verdict = _mutation_reads_ok(nodes, nest)
     if verdict.ok and _multi_pass(nest) and few_programs(nest.outer_numel, nest.reduce_numel,
-                                                         _columnar(nodes, nest, graph), _fill(graph)):
+                                                         _columnar(nodes, nest, graph), program_fill(graph)):
         return Verdict(False, Reason.FEW_ROWS, f"{nest.outer_numel} rows of {nest.reduce_numel}")
+    if verdict.ok and slow_gather_rows(nest.outer_numel, nest.reduce_numel, program_fill(graph)):
+        gather = next((n for n in nodes if nest.roles[n.name] == INNER and gathers(n.body)), None)
+        if gather is not None:
+            return Verdict(False, Reason.SLOW_GATHER, f"{gather.name} gathers for {nest.outer_numel} rows of "
+                                                      f"{nest.reduce_numel}")
     if verdict.ok and not _connected(a_nodes, b_nodes) and not _shared_elements(a_nodes, b_nodes, nest):
         return Verdict(False, Reason.NOTHING_SHARED)
     return verdict
@@ -355,6 +361,23 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
 SPLIT_MIN_ROW = 1 << 14  # rows shorter than this are never split across programs
 SPLIT_MIN_COLUMN = 1 << 10  # columns shorter than this are never split
 COLUMN_BLOCK_MIN = 16  # the fewest columns one program of a column reduction takes
+
+
+GATHER_ROW_MIN = 2048  # a reduction's row longer than this (one loop chunk) gathers in several rounds
+
+
+def slow_gather_rows(outer: int, reduce: int, fill: int) -> bool:
+    """Would a reduction of ``outer`` rows of ``reduce`` elements that gathers (loads at
+    indices it loads) wait on its gathers chunk after chunk? Fewer rows than programs fill
+    the device, each longer than ``GATHER_ROW_MIN`` and too short to be split. (A loss's
+    per-row pick from the logits, summed in one program: 8192 rows took 18 us on the H100,
+    where the kernel that computed the rows' max and sum gathers them in passing.)"""
+    return outer < fill and GATHER_ROW_MIN < reduce < SPLIT_MIN_ROW
+
+
+def gathers(body: Expr) -> bool:
+    """Does ``body`` load at an index computed from a load?"""
+    return any(loads(index) for ld in loads(body) for index in ld.args)
 
 
 def few_programs(outer: int, reduce: int, columnar: bool, fill: int) -> bool:
@@ -371,7 +394,7 @@ def _multi_pass(nest: Nest) -> bool:
     return max(nest.levels.values()) >= 3
 
 
-def _fill(graph: Graph) -> int:
+def program_fill(graph: Graph) -> int:
     """Programs that fill the device (a GPU's Triton kernels: two per SM); 0 for C++,
     whose threads take rows, not programs."""
     device = graph.device

@@ -202,6 +202,15 @@ def test_split_column_orientation_with_epilogue():
     assert_shape(["split"], lambda x: x.sum(0).abs().sqrt() + x.mean(0), x, rtol=1e-4, atol=1e-4)
 
 
+def test_split_columns_when_wide_blocks_are_fewer_than_sms():
+    """4480 columns: 280 blocks of 16 (more than two per SM of an H100, the old rule's line),
+    70 of 64 (fewer than its 132 SMs): split over row chunks, 64 columns to a program."""
+    x = torch.randn(1024, 4480)
+    report = assert_shape(["split"], lambda x: x.sum(0), x, rtol=1e-4, atol=1e-4)
+    assert "XBLOCK=64" in report.graphs[0].source.split("# ---- launchers")[1]
+    assert_shape(["column"], lambda x: x.sum(0), torch.randn(1024, 8448), rtol=1e-4, atol=1e-4)
+
+
 def test_split_lanes_fold_short_chains_in_float32():
     """A split takes enough splits that each lane folds at most LANE_CHAIN_MAX elements;
     its sums and moments then stay in float32 (float64 Welford was compute-bound)."""

@@ -361,6 +361,11 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
 SPLIT_MIN_ROW = 1 << 14  # rows shorter than this are never split across programs
 SPLIT_MIN_COLUMN = 1 << 10  # columns shorter than this are never split
 COLUMN_BLOCK_MIN = 16  # the fewest columns one program of a column reduction takes
+# A column reduction is also split where its columns make fewer blocks of this many than the
+# device has SMs: one program per block would then take 16-32 columns (64-128-byte pieces of
+# each row). Measured on the H100 (`.device/colsplit.py`, fp32 sums): 16384x8192 205 -> 193
+# us, 32768x5120 263 -> 236, 8192^2 107.4 -> 106.2; 2048x16384 (256 blocks) is not split.
+COLUMN_BLOCK_WIDE = 64
 
 
 GATHER_ROW_MIN = 2048  # a reduction's row longer than this (one loop chunk) gathers in several rounds
@@ -382,10 +387,13 @@ def gathers(body: Expr) -> bool:
 
 def few_programs(outer: int, reduce: int, columnar: bool, fill: int) -> bool:
     """Would a reduction of ``outer`` rows of ``reduce`` elements, one program per row (per
-    block of columns when ``columnar``), give fewer than ``fill`` programs for rows long
-    enough to be split across programs instead?"""
+    block of columns when ``columnar``), give fewer than ``fill`` programs (two per SM) for
+    rows long enough to be split across programs instead? Columns: fewer than ``fill``
+    blocks of ``COLUMN_BLOCK_MIN``, or than ``fill / 2`` of ``COLUMN_BLOCK_WIDE``."""
     if columnar:
-        return reduce >= SPLIT_MIN_COLUMN and -(-outer // COLUMN_BLOCK_MIN) < fill
+        blocks = -(-outer // COLUMN_BLOCK_MIN)
+        wide_blocks = -(-outer // COLUMN_BLOCK_WIDE)
+        return reduce >= SPLIT_MIN_COLUMN and (blocks < fill or wide_blocks < fill // 2)
     return reduce >= SPLIT_MIN_ROW and outer < fill
 
 

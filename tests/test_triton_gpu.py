@@ -43,7 +43,7 @@ CASES = {
     "row_8k": (["row"], lambda x: F.layer_norm(x, (8192,)), (64, 8192)),  # 32 KiB rows stay in registers
     "row_loop": (["row_loop"], lambda x: F.layer_norm(x, (16384,)), (512, 16384)),
     "row_loop_softmax": (["row_loop"], lambda x: torch.softmax(x, -1), (512, 16384)),
-    "column": (["column"], lambda x: x.sum(0), (1024, 8192)),
+    "column": (["column"], lambda x: x.sum(0), (1024, 16384)),
     "split": (["split"], lambda x: (x.sum(), x.amax(), x.argmax(), torch.var_mean(x)), (1 << 22,)),
     "split_column": (["split"], lambda x: x.sum(0), (1 << 20, 3)),
     "scan": (["scan"], lambda x: x.exp().cumsum(1), (300, 2500)),  # rows of three chunks

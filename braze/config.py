@@ -72,6 +72,9 @@ KNOBS = (
     Knob("addmm_bias_in_kernels", "BRAZE_ADDMM_BIAS_IN_KERNELS", True, _flag,
          "run float32 addmm as mm, its bias added in the generated kernels that read the product, where "
          "every reader is one (off: cuBLAS adds the bias)"),
+    Knob("libdevice_ftz", "BRAZE_LIBDEVICE_FTZ", False, _flag,
+         "GPU: libdevice's math (fmod, exp, log, ...) flushes subnormal inputs and results to zero, "
+         "Triton's default (off: kept, as eager keeps them)"),
     Knob("group_matmuls", "BRAZE_GROUP_MATMULS", True, _flag,
          "in inference graphs, run matrix products x @ W1.T, x @ W2.T, ... of one x as one "
          "product with the weights concatenated (q/k/v projections)"),

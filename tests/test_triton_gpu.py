@@ -90,6 +90,21 @@ def test_integer_and_nan_semantics_on_gpu():
     check_gpu(["row"], lambda x: (x.argmax(1), x.argmin(1), x.amax(1)), x)
 
 
+def test_subnormals_survive_libdevice_on_gpu():
+    """fmod and remainder of subnormal operands match eager bit for bit: libdevice is
+    linked without flush-to-zero (``config.libdevice_ftz`` off); with it on, fmod of a
+    subnormal gives 0."""
+    tiny = torch.tensor([1e-40, -3e-42, 1e-45, 5e-39, -2e-39, 7e-41], device="cuda")
+    a = torch.cat([tiny, tiny, tiny * 1e30])
+    b = torch.cat([torch.full_like(tiny, float("inf")), torch.full_like(tiny, 3.0), tiny.flip(0)])
+    fn = lambda a, b: (torch.fmod(a, b), torch.remainder(a, b))  # noqa: E731
+    for ours, eager in zip(torch.compile(fn, backend="braze")(a, b), fn(a, b)):
+        assert torch.equal(ours.view(torch.int32), eager.view(torch.int32)), (ours, eager)
+    with braze.config.patch(libdevice_ftz=True, graph_cache=False):
+        flushed = braze.compile(lambda a, b: torch.fmod(a, b))(a, b)
+    assert bool((flushed[:6] == 0).all())
+
+
 def test_bf16_rounds_once_to_nearest_even_on_gpu():
     x = randn(64, 512, dtype=torch.bfloat16)
     check_gpu(["pointwise"], lambda x: (x.float() + 1).to(torch.bfloat16), x, rtol=0, atol=0)

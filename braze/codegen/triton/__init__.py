@@ -169,8 +169,13 @@ class TritonRecipe:
 
 
 def _submit(compiler, module, launch: Launch) -> None:
-    compiler.submit(module, launch.module_key, launch.fn, launch.signature, launch.constexprs,
-                    {"num_warps": launch.num_warps})
+    compiler.submit(module, launch.module_key, launch.fn, launch.signature, launch.constexprs, _options(launch))
+
+
+def _options(launch: Launch) -> dict:
+    """Triton's compile options: the warps, and whether libdevice flushes subnormals
+    (``config.libdevice_ftz``; Triton flushes by default, eager's CUDA kernels do not)."""
+    return {"num_warps": launch.num_warps, "enable_reflect_ftz": config.libdevice_ftz}
 
 
 def _realize(specs: list, modules: dict, device, compiler) -> tuple:
@@ -179,7 +184,7 @@ def _realize(specs: list, modules: dict, device, compiler) -> tuple:
     for launch in (x for s in specs for x in s.launches):
         if compiler is not None:
             launch.compiled = compiler.result(launch.module_key, launch.fn, launch.signature, launch.constexprs,
-                                              {"num_warps": launch.num_warps})
+                                              _options(launch))
     by_fn = {x.fn: modules[x.module_key] for s in specs for x in s.launches}
     return make_launchers(specs, by_fn, device, compiler is not None)
 

@@ -211,7 +211,17 @@ def negate(x):
         out = (x.to(tl.int16, bitcast=True) ^ tl.full([], -32768, tl.int16)).to(x.dtype, bitcast=True)
     return out
 '''),
-    "erf_plus_one": ("", '''
+    "exp2_normal": ("", '''
+@triton.jit
+def exp2_normal(x):
+    """2**x in float32 where the result is a normal float (erf_plus_one's -27 < x <= 0): one
+    ``ex2.approx.ftz.f32``, as Triton's exp2 is when libdevice flushes subnormals; without the
+    flush (``config.libdevice_ftz`` off) exp2 takes extra instructions to keep subnormal results
+    (LayerNorm+GELU bf16 16384x4096 on the H100: 0.102 -> 0.106 ms)."""
+    return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
+                                     is_pure=True, pack=1)
+'''),
+    "erf_plus_one": ("exp2_normal", '''
 @triton.jit
 def erf_plus_one(z):
     """1 + erf(z) in float32 (GELU's 0.5 * x * (1 + erf(x / sqrt(2))) and its derivative): erfc(|z|) as
@@ -228,7 +238,7 @@ def erf_plus_one(z):
     p = tl.fma(p, t, -0.1483079046010971)
     p = tl.fma(p, t, -0.9184429049491882)
     p = tl.fma(p, t, -1.6279072761535645)
-    erfc = tl.where(tl.abs(z) >= 3.92, 0.0, tl.exp2(p * t))
+    erfc = tl.where(tl.abs(z) >= 3.92, 0.0, exp2_normal(p * t))
     out = tl.where(z < 0, erfc, 2.0 - erfc)
     return tl.where(z != z, z, out)
 '''),

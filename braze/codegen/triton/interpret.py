@@ -162,11 +162,32 @@ def _fused_fma(builder_cls):
     builder_cls.create_fma = create_fma
 
 
+def _ex2_assembly(builder_cls):
+    """The one inline assembly braze's helpers use, ``ex2.approx.ftz.f32`` (``exp2_normal``),
+    as float32 exp2 (the interpreter runs no assembly)."""
+    from triton.runtime.interpreter import TensorHandle
+    original = builder_cls.create_inline_asm
+
+    class Call:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def get_result(self, index):
+            return self.handle
+
+    def create_inline_asm(self, asm, constraints, values, types, is_pure, pack):
+        if not asm.startswith("ex2.approx.ftz.f32"):
+            return original(self, asm, constraints, values, types, is_pure, pack)
+        x = values[0]
+        return Call(TensorHandle(np.exp2(x.data.astype(np.float32)).astype(np.float32), tl.float32))
+    builder_cls.create_inline_asm = create_inline_asm
+
+
 def install() -> None:
     """Once per process: route ``tl.reduce`` calls whose combine function is a braze
     helper through ``_tree_reduce`` (other Triton code keeps the interpreter's own
     path), convert floats and integers to bfloat16 as GPUs do, type comparisons as
-    ``int1`` and round a float32 ``tl.fma`` once."""
+    ``int1``, round a float32 ``tl.fma`` once and run ``exp2_normal``'s assembly."""
     from triton.runtime import interpreter
     ops = interpreter.ReduceOps
     if getattr(ops, "_braze_fast", False):
@@ -183,3 +204,4 @@ def install() -> None:
     _cast_to_bf16(interpreter.InterpreterBuilder)
     _compare_to_int1(interpreter.InterpreterBuilder)
     _fused_fma(interpreter.InterpreterBuilder)
+    _ex2_assembly(interpreter.InterpreterBuilder)

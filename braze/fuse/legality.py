@@ -345,10 +345,11 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     if not verdict.ok:
         return verdict
     verdict = _mutation_reads_ok(nodes, nest)
+    fill = program_fill(graph)
     if verdict.ok and _multi_pass(nest) and few_programs(nest.outer_numel, nest.reduce_numel,
-                                                         _columnar(nodes, nest, graph), program_fill(graph)):
+                                                         _columnar(nodes, nest, graph), fill):
         return Verdict(False, Reason.FEW_ROWS, f"{nest.outer_numel} rows of {nest.reduce_numel}")
-    if verdict.ok and slow_gather_rows(nest.outer_numel, nest.reduce_numel, program_fill(graph)):
+    if verdict.ok and slow_gather_rows(nest.outer_numel, nest.reduce_numel, fill):
         gather = next((n for n in nodes if nest.roles[n.name] == INNER and gathers(n.body)), None)
         if gather is not None:
             return Verdict(False, Reason.SLOW_GATHER, f"{gather.name} gathers for {nest.outer_numel} rows of "

@@ -75,7 +75,10 @@ def candidates(plan, shape: Shape) -> list:
     found = [first]
     for blocks in options:
         size = math.prod(blocks.get(k, b.get(k, 1)) for k in ("XBLOCK", "YBLOCK", "RBLOCK"))
-        warps = {"row": row_warps, "row_loop": loop_warps}.get(shape.name, lambda n: _warps(n, 256, 8))(size)
+        if shape.name == "row":
+            warps = row_warps(size)
+        else:
+            warps = loop_warps(size) if shape.name == "row_loop" else _warps(size, 256, 8)
         choice = {"blocks": blocks, "num_warps": warps}
         if choice not in found:
             found.append(choice)

@@ -434,12 +434,16 @@ class TritonKernel:
         return [total]
 
     def _reduce(self, acc, fields: list, indent: str) -> list:
-        """Fold ``fields`` along the reduce axis; returns the names of the results."""
-        axis = self.reduce_axis
+        """Fold ``fields`` along the reduce axis by the accumulator's combine."""
+        return self._tree(fields, acc.combine, indent)
+
+    def _tree(self, fields: list, combine: str, indent: str) -> list:
+        """One ``tl.reduce`` of ``fields`` (a tuple if several) along the reduce axis by
+        ``combine``; returns the names of the results."""
         outs = [f"tmp{next(self.counter)}" for _ in fields]
-        self._use(acc.combine)
+        self._use(combine)
         args = fields[0] if len(fields) == 1 else f"({', '.join(fields)})"
-        self.lines.append(f"{indent}{', '.join(outs)} = tl.reduce({args}, {axis}, {acc.combine}, keep_dims=True)")
+        self._emit(indent, f"{', '.join(outs)} = tl.reduce({args}, {self.reduce_axis}, {combine}, keep_dims=True)")
         return outs
 
     def _finish(self, acc, owners, fields: list, printer: Printer) -> None:

@@ -104,10 +104,7 @@ def _arg_extreme(kernel, acc, member, printer: Printer) -> list:
 
 def _tree(kernel, text: str, combine: str, indent: str) -> str:
     """``text`` reduced along the row by ``combine``; the name of the result."""
-    out = f"tmp{next(kernel.counter)}"
-    kernel._use(combine)
-    kernel._emit(indent, f"{out} = tl.reduce({text}, {kernel.reduce_axis}, {combine}, keep_dims=True)")
-    return out
+    return kernel._tree([text], combine, indent)[0]
 
 
 def tree_sums(kernel, texts: list, indent: str) -> list:
@@ -116,10 +113,5 @@ def tree_sums(kernel, texts: list, indent: str) -> list:
     outs = []
     for start in range(0, len(texts), 3):
         chunk = texts[start:start + 3]
-        names = [f"tmp{next(kernel.counter)}" for _ in chunk]
-        combine = f"add{len(chunk)}" if len(chunk) > 1 else "add"
-        operand = f"({', '.join(chunk)})" if len(chunk) > 1 else chunk[0]
-        kernel._use(combine)
-        kernel._emit(indent, f"{', '.join(names)} = tl.reduce({operand}, {kernel.reduce_axis}, {combine}, keep_dims=True)")
-        outs += names
+        outs += kernel._tree(chunk, f"add{len(chunk)}" if len(chunk) > 1 else "add", indent)
     return outs

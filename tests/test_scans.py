@@ -15,8 +15,9 @@ def compiled_scans(compiled) -> list:
 
 
 def test_cumsum_and_cumprod_forms(backend):
-    """Rows longer than a Triton chunk (1024) carry their running value across chunks."""
-    x, long = rand(4, 7, 5, grad=True), rand(3, 3000, grad=True)
+    """Rows longer than a Triton scan's one chunk (4096) carry their running value across
+    chunks of 1024."""
+    x, long = rand(4, 7, 5, grad=True), rand(3, 5000, grad=True)
     compiled = check(lambda x, long: (x.sin().cumsum(1) * 2, x.cumsum(0), x.cumsum(-1, dtype=torch.float64),
                                       (x * 0.5 + 1).cumprod(2), long.cumsum(1), x[:, :1].cumsum(1)),
                      x, long, grad=True)

@@ -175,6 +175,16 @@ def test_cat_branches_mask_their_loads_instead_of_clamping():
     assert "tl.minimum(tl.maximum" not in report.graphs[0].source
 
 
+def test_scan_rows_up_to_4096_are_one_chunk():
+    """A row of up to ``SCAN_ROW_MAX`` elements scans as one chunk, with no running value;
+    a longer one in chunks of 1024, each offset by the sum of those before it."""
+    for cols, chunked in ((4096, False), (4097, True)):
+        x = torch.randn(3, cols)
+        report = assert_shape(["scan"], lambda x: x.exp().cumsum(1), x, rtol=1e-5, atol=1e-4)
+        assert ("running" in report.graphs[0].source) == chunked
+        assert f"RBLOCK={1024 if chunked else 4096}" in report.graphs[0].source
+
+
 def test_column_reduction_with_epilogue():
     # its own generator: the column sums of 300 floats in braze's order differ from eager's
     # by up to about 2e-5 on some inputs, past the default atol; tests that run before this

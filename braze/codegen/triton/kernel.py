@@ -251,9 +251,11 @@ class TritonKernel:
     def _scan(self, name: str) -> None:
         """A scan node: each row in chunks of ``RBLOCK``, in order; a chunk's cumulative
         sum (product) is offset by (multiplied with) the running value of the chunks
-        before it. Float32 rows longer than ``LANE_CHAIN_MAX`` run in float64: the running
-        value is one chain along the whole row (eager's CPU kernels keep it in double)."""
+        before it; a row of one chunk has none. Float32 rows longer than ``LANE_CHAIN_MAX``
+        run in float64: the running value is one chain along the whole row (eager's CPU
+        kernels keep it in double)."""
         m = self.plan.scan
+        chunks = self.shape.blocks["RBLOCK"] < self.plan.reduce_numel()
         prod = m.node.body.arg[0] == "prod"
         dtype = m.value.dtype
         if dtype is torch.float32 and self.plan.reduce_numel() > LANE_CHAIN_MAX:
@@ -261,7 +263,8 @@ class TritonKernel:
         neutral = "1" if prod else "0"
         self._reduction_head(name, ["XBLOCK", "RBLOCK"])  # (a column scan: [RBLOCK, XBLOCK])
         axis, block = self.reduce_axis, self._block_shape({"x", "r"})
-        self._emit("    ", f"running = {full(neutral, dtype, self._block_shape({'x'}), self.index_type)}")
+        if chunks:
+            self._emit("    ", f"running = {full(neutral, dtype, self._block_shape({'x'}), self.index_type)}")
         self._emit("    ", "for roffset in range(0, rnumel, RBLOCK):")
         self._r_index("roffset + ", "        ")
         printer = self._printer("        ")
@@ -271,9 +274,11 @@ class TritonKernel:
         self._emit("        ", f"chunk = tl.where(rmask, tl.broadcast_to({value}, {block}), {neutral})")
         combine, op = ("multiply", "*") if prod else ("add", "+")
         self.helpers.add(combine)  # (tl.cumsum's own combine fails in the interpreter once Triton is imported)
-        total = f"tl.reduce(chunk, {axis}, {combine})[{':, None' if axis == 1 else 'None, :'}]"
-        self._emit("        ", f"scanned = tl.associative_scan(chunk, {axis}, {combine}) {op} running")
-        self._emit("        ", f"running = running {op} {total}")
+        scanned = f"tl.associative_scan(chunk, {axis}, {combine})"
+        self._emit("        ", f"scanned = {scanned} {op} running" if chunks else f"scanned = {scanned}")
+        if chunks:
+            total = f"tl.reduce(chunk, {axis}, {combine})[{':, None' if axis == 1 else 'None, :'}]"
+            self._emit("        ", f"running = running {op} {total}")
         if dtype != m.value.dtype:
             self._emit("        ", "scanned = scanned.to(tl.float32)")
         self._store(m, Term("scanned", frozenset({"x", "r"})), printer, "        ", {"x", "r"})

@@ -22,8 +22,9 @@ Shapes:
   sum of exponentials share one loop: ``online``).
 - ``column``: the reduced loop is strided and the innermost outer loop is
   contiguous (``x.sum(0)``): tiles ``[RBLOCK, XBLOCK]`` reduced along axis 0.
-- ``scan``: a cumulative sum or product: ``[XBLOCK, RBLOCK]`` chunks of rows in
-  order, each chunk's scan offset by the running value of the chunks before.
+- ``scan``: a cumulative sum or product: a row of up to 4096 elements in one
+  chunk; longer rows in ``[XBLOCK, RBLOCK]`` chunks in order, each chunk's scan
+  offset by the running value of the chunks before.
 - ``split``: few outer elements and long rows (a full sum): ``RSPLIT``
   programs per outer block each reduce one chunk into a workspace, a second
   kernel merges the partials in order (deterministic) and runs the epilogue.

@@ -2,8 +2,9 @@
 dump of the benchmark) at other block sizes and warps, against a Triton row sum with the same loop (the read
 ceiling of this loop) and torch's row sum. Prints us and GB/s of the logits read.
 python .device/cesweep.py"""
-import importlib.util, os, tempfile
 import torch, triton
+from probemodule import CHECK, load
+from braze.codegen.triton.helpers import helper_source
 
 SOURCE = """import triton
 import triton.language as tl
@@ -13,32 +14,7 @@ from triton.language.extra import libdevice
 def add(a, b):
     return a + b
 
-@triton.jit
-def maximum_nan(a, b):
-    '''max(a, b); NaN if either is NaN.'''
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
-
-@triton.jit
-def online_sum_exp(ref, total, x):
-    '''Adds exp(x - ref) to a lane's total, first moving ref up to x where x is larger
-    (the total then rescaled by exp(old ref - x), plus x's own term). One exp per element:
-    exp(old ref - x) when ref grows, else exp(x - ref). x's own term is (x - x) + 1: 1, or
-    NaN for +inf, as eager's exp(x - max) gives for that row. NaN never moves ref: it
-    reaches the total through exp(NaN - ref). While ref is -inf (only -inf seen) the
-    terms are exp(x - 0): 0, or NaN for NaN.'''
-    grow = x > ref
-    shift = tl.where(ref == float("-inf"), 0.0, ref)
-    e = libdevice.exp(tl.where(grow, ref - x, x - shift)).to(total.dtype)
-    own = ((x - x) + 1.0).to(total.dtype)
-    return tl.where(grow, x, ref), tl.where(grow, total * e + own, total + e)
-
-@triton.jit
-def online_sum_total(ref, total, largest):
-    '''A lane's total as a sum of exp(x - largest) (largest: the row's max, >= ref), with
-    the exp in the total's dtype. A lane that saw only -inf (ref -inf, total 0) gives 0,
-    or NaN when the whole row is -inf (eager's exp(-inf - -inf)); a NaN max gives NaN.'''
-    return total * libdevice.exp(ref.to(total.dtype) - largest.to(total.dtype))
-
+""" + helper_source(["maximum_nan", "online_sum_exp", "online_sum_total"]) + """
 
 @triton.jit
 def triton_row_loop_794853bd13ae(in0, out0, out1, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
@@ -128,16 +104,7 @@ def row_sum(in0, out0, RBLOCK: tl.constexpr):
     tl.store(out0 + x0 + tl.arange(0, 1)[:, None], tl.sum(acc, 1, keep_dims=True))
 """
 
-path = os.path.join(tempfile.mkdtemp(), "ce_probe.py")
-open(path, "w").write(SOURCE)
-spec = importlib.util.spec_from_file_location("ce_probe", path)
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
-CHECK = os.environ.get("TRITON_INTERPRET") == "1"  # a quick run on the CPU: values only
-if CHECK:
-    from braze.codegen.triton.interpret import libdevice, install
-    install()
-    mod.libdevice = libdevice
+mod = load("ce_probe", SOURCE)
 dev = "cpu" if CHECK else "cuda"
 rows = 8192
 if CHECK:

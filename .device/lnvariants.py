@@ -3,8 +3,8 @@ the sum and the square sum of x - mean, the first correcting the rounded mean) a
 the last two sums as one tuple reduction, without the correction, and one-pass sums; GELU's erf replaced by
 1 + z to show what the LayerNorm part costs. Prints us, % of copy, max error against float64.
 python .device/lnvariants.py"""
-import importlib.util, os, sys, tempfile
 import torch, triton
+from probemodule import CHECK, load
 from braze.codegen.triton.helpers import helper_source
 
 HEAD = '''
@@ -76,13 +76,7 @@ def add2(a0, a1, b0, b1):
 {helper_source(["erf_plus_one"])}
 ''' + "".join(kernel(k, stats, erf) for k, (_, stats, erf) in VARIANTS.items())
 
-path = os.path.join(tempfile.mkdtemp(), "ln_variants.py")
-open(path, "w").write(SOURCE)
-spec = importlib.util.spec_from_file_location("ln_variants", path)
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
-
-CHECK = os.environ.get("TRITON_INTERPRET") == "1"  # a quick run on the CPU: values only
+mod = load("ln_variants", SOURCE)
 dev = "cpu" if CHECK else "cuda"
 rows, cols = (4 if CHECK else 16384), 4096
 x = (torch.randn(rows, cols, device=dev) * 3 + 5).to(torch.bfloat16)

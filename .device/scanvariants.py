@@ -3,8 +3,8 @@ scans in float64 (as generated for rows longer than 32) against the same kernel 
 XBLOCK/RBLOCK/warps, and one chunk per row (no running value). Prints us, % of copy, and the largest error
 against a float64 cumsum, relative to the row's total, next to eager's (CUDA float32) error.
 python .device/scanvariants.py"""
-import importlib.util, os, tempfile
 import torch, triton
+from probemodule import CHECK, load
 
 def kernel(name, acc, persistent):
     cast = ".to(tl.float64)" if acc == "f64" else ""
@@ -43,16 +43,7 @@ from triton.language.extra import libdevice
 def add(a, b):
     return a + b
 ''' + "".join(kernel(k, acc, p) for k, (acc, p) in KERNELS.items())
-path = os.path.join(tempfile.mkdtemp(), "scan_variants.py")
-open(path, "w").write(SOURCE)
-spec = importlib.util.spec_from_file_location("scan_variants", path)
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
-
-CHECK = os.environ.get("TRITON_INTERPRET") == "1"
-if CHECK:  # the interpreter's libdevice (a quick run on the CPU)
-    from braze.codegen.triton.interpret import libdevice
-    mod.libdevice = libdevice
+mod = load("scan_variants", SOURCE)
 dev = "cpu" if CHECK else "cuda"
 rows, cols = (4 if CHECK else 8192), 4096
 x = torch.randn(rows, cols, device=dev)

@@ -118,6 +118,7 @@ class Op(enum.Enum):
     SCAN = "scan"
 
 
+ROUNDED = "rounded"  # the arg of a product kept out of fused multiply-adds (``rounded_mul``)
 COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
 BOOL_RESULT = COMPARISONS | {Op.LOGICAL_NOT, Op.ISNAN, Op.ISINF, Op.SIGNBIT}
 BINARY = frozenset({
@@ -301,6 +302,12 @@ def binary(op: Op, a: Expr, b: Expr) -> Expr:
     return Expr(op, dtype, (a, b))
 
 
+def rounded_mul(a: Expr, b: Expr) -> Expr:
+    """``a * b`` rounded on its own: never fused with an add that uses it into one fused
+    multiply-add (eager rounds this product: ``lower.pointwise``'s divisions by a number)."""
+    return Expr(Op.MUL, binary(Op.MUL, a, b).dtype, (a, b), ROUNDED)
+
+
 def where(cond: Expr, a: Expr, b: Expr) -> Expr:
     if a.dtype != b.dtype:
         raise TypeError(f"braze IR: where needs equal branch dtypes, got {a.dtype} and {b.dtype}")
@@ -469,9 +476,9 @@ def _format(e: Expr) -> str:
         return f"{e.arg}[{', '.join(to_text(a) for a in args)}]"
     if op is Op.CAST:
         return f"{dtypes.short(e.dtype)}({to_text(args[0])})"
-    if op in _INFIX:
+    if op in _INFIX and e.arg != ROUNDED:
         return f"({to_text(args[0])} {_INFIX[op]} {to_text(args[1])})"
-    return f"{op.value}({', '.join(to_text(a) for a in args)})"
+    return f"{_name(e)}({', '.join(to_text(a) for a in args)})"
 
 
 def format_body(root: Expr, name: str = "out") -> list[str]:
@@ -513,9 +520,13 @@ def _format_with(e: Expr, shown: dict) -> str:
         return f"{e.arg}[{', '.join(args)}]"
     if op is Op.CAST:
         return f"{dtypes.short(e.dtype)}({args[0]})"
-    if op in _INFIX:
+    if op in _INFIX and e.arg != ROUNDED:
         return f"({args[0]} {_INFIX[op]} {args[1]})"
-    return f"{op.value}({', '.join(args)})"
+    return f"{_name(e)}({', '.join(args)})"
+
+
+def _name(e: Expr) -> str:
+    return "mul_rn" if e.arg == ROUNDED else e.op.value
 
 
 def iter_vars(names: Iterable[str], sizes: Iterable[int]) -> Iterator[Expr]:

@@ -16,7 +16,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, binary, cast, const, index, unary, where
+from braze.ir.expr import Expr, Op, binary, cast, const, index, rounded_mul, unary, where
 from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register
 
@@ -299,20 +299,67 @@ def _mul(ctx, a, b):
 
 @register(aten.div.Tensor, aten.div.Scalar)
 def _div(ctx, a, b):
-    return pointwise(ctx, div, a, b, kind=Kind.INT_TO_FLOAT)
+    return _div_mode(ctx, a, b)
 
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div_mode(ctx, a, b, rounding_mode=None):
     if rounding_mode is None:
-        return pointwise(ctx, div, a, b, kind=Kind.INT_TO_FLOAT)
-    op = Op.TRUNCDIV if rounding_mode == "trunc" else Op.FLOORDIV
-    return pointwise(ctx, lambda x, y: binary(op, x, y), a, b)
+        fn = _times_reciprocal if _reciprocal_divisor(ctx, a, b) else div
+        return pointwise(ctx, fn, a, b, kind=Kind.INT_TO_FLOAT)
+    if rounding_mode == "trunc":
+        if _reciprocal_divisor(ctx, a, b):
+            return pointwise(ctx, lambda x, y: unary(Op.TRUNC, _times_reciprocal(x, y)), a, b)
+        return pointwise(ctx, lambda x, y: binary(Op.TRUNCDIV, x, y), a, b)
+    return _floor_divide(ctx, a, b)
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
 def _floor_divide(ctx, a, b):
+    if _reciprocal_divisor(ctx, a, b):
+        return pointwise(ctx, _floordiv_by_reciprocal, a, b)
     return pointwise(ctx, lambda x, y: binary(Op.FLOORDIV, x, y), a, b)
+
+
+def _reciprocal_divisor(ctx, a, b) -> bool:
+    """Whether eager divides by multiplying with ``1 / b``: on CUDA, when the divisor is a
+    Python number (a CPU scalar to ATen's TensorIterator) and the division is in floating
+    point. Eager's CUDA kernels for true, trunc and floor division do so, rounding the
+    reciprocal once in the op's math type; on the CPU they divide."""
+    out = ctx.out
+    if isinstance(b, TensorValue) or not isinstance(out, torch.Tensor) or out.device.type != "cuda":
+        return False
+    return dtypes.is_float(promote(Kind.INT_TO_FLOAT, a, b)[0]) and dtypes.is_float(out.dtype)
+
+
+def _times_reciprocal(x: Expr, b: Expr) -> Expr:
+    return rounded_mul(x, _reciprocal(b))
+
+
+def _reciprocal(b: Expr) -> Expr:
+    """``1 / b`` for a constant ``b``, rounded once in float64 or float32 (eager's math
+    type for float16 and bfloat16 too): its ``inv_b``."""
+    math_type = torch.float64 if b.dtype is torch.float64 else torch.float32
+    one = torch.tensor(1.0, dtype=math_type)
+    return const((one / torch.tensor(b.arg, dtype=math_type)).item(), b.dtype)
+
+
+def _floordiv_by_reciprocal(x: Expr, b: Expr) -> Expr:
+    """Python's ``x // b`` as eager's CUDA kernel computes it for a scalar ``b``: the
+    exact ``fmod``, the quotient of ``x - fmod`` times the reciprocal, moved down for a
+    remainder of the wrong sign and rounded to the nearest integer (a zero quotient keeps
+    the sign of ``x / b``). Division by zero is a true division (``x * inf``)."""
+    inv = _reciprocal(b)
+    if b.arg == 0:
+        return mul(x, inv)
+    m = binary(Op.FMOD, x, b)
+    zero, one = c(0, x), c(1, x)
+    past = binary(Op.GT if b.arg < 0 else Op.LT, m, zero)  # a remainder of the other sign than b
+    q = rounded_mul(sub(x, m), inv)
+    q = where(past, sub(q, one), q)
+    f = unary(Op.FLOOR, q)
+    f = where(binary(Op.GT, sub(q, f), c(0.5, x)), add(f, one), f)
+    return where(binary(Op.EQ, q, zero), binary(Op.COPYSIGN, zero, mul(x, inv)), f)
 
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)

@@ -60,7 +60,7 @@ def literal(value, dtype) -> str:
         else:
             text = repr(float(value))
         if dtype is torch.float64:
-            return text
+            return text if math.isfinite(value) else f"((double){text})"  # NAN, INFINITY: float
         if dtype is torch.bfloat16:
             return f"f32_to_bf16((float){text})"
         return f"(({ctype(dtype)}){text})"

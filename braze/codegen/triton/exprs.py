@@ -28,7 +28,7 @@ import torch
 
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import COMPARISONS, Expr, Op, walk
+from braze.ir.expr import COMPARISONS, ROUNDED, Expr, Op, walk
 
 TL_TYPES = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -82,6 +82,15 @@ def literal(value, dtype) -> str:
         if dtype is not torch.uint8 and value >= 1 << (bits - 1):
             value -= 1 << bits
     return str(value)
+
+
+def negative_zero(dtype) -> str:
+    """-0.0 as a tensor: Triton builds every zero constant as +0.0 (and its unary minus is
+    ``0 - x``), so the sign bit is set through an integer."""
+    if dtype is torch.float64:
+        return "tl.full([], -9223372036854775808, tl.int64).to(tl.float64, bitcast=True)"
+    text = "tl.full([], -2147483648, tl.int32).to(tl.float32, bitcast=True)"
+    return text if dtype is torch.float32 else f"{text}.to({tl_type(dtype)})"
 
 
 def full(value_text: str, dtype, shape: str = "[]", index_type: str = "tl.int32") -> str:
@@ -147,6 +156,8 @@ class Printer:
     def _node(self, e: Expr) -> Term:
         op = e.op
         if op is Op.CONST:
+            if e.dtype in dtypes.FLOATS and e.arg == 0 and math.copysign(1.0, e.arg) < 0:
+                return self.temp(negative_zero(e.dtype), ())
             return Term(literal(e.arg, e.dtype), literal=True)
         if op is Op.VAR:
             return self.k.names[e]
@@ -169,7 +180,7 @@ class Printer:
             if a.literal and b.literal:
                 a, b = Term(self.tensor(a, e.dtype)), Term(self.tensor(b, e.dtype))
             return self.temp(f"tl.where({args[0].text}, {a.text}, {b.text})", axes)
-        if op not in SYMBOLS or all(a.literal for a in args):
+        if op not in SYMBOLS or e.arg == ROUNDED or all(a.literal for a in args):
             # Python literals take their dtype from the tensor they meet in an operator;
             # anywhere else they are made tensors of their own dtype
             args = [Term(self.tensor(a, x.dtype)) for a, x in zip(args, e.args)]
@@ -237,6 +248,8 @@ class Printer:
 
     def _value_op(self, e: Expr, args: list) -> str:
         dtype = e.args[0].dtype
+        if e.arg == ROUNDED and dtype in (torch.float32, torch.float64):
+            return f"libdevice.mul_rn({args[0]}, {args[1]})"  # PTX mul.rn: never contracted
         if dtype in dtypes.FLOATS:
             return self._float_op(e.op, dtype, args)
         if dtype is torch.bool:

@@ -39,7 +39,7 @@ _UNARY = {
 }
 _BINARY = {
     "pow": torch.pow, "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign,
-    "nextafter": torch.nextafter, "fmod": torch.fmod,
+    "nextafter": torch.nextafter, "fmod": torch.fmod, "mul_rn": torch.mul,
 }
 
 

@@ -8,6 +8,6 @@ for round in 1 2; do
     dir=/tmp/ab/$v; [ $v = head ] && dir=$ROOT
     (cd $dir && PYTHONPATH=$dir python -m benchmarks.run --device cuda --only "$ONLY" --skip-compile 2>&1 \
       | grep -E "^\| " > $OUT/ab-$v-$round.txt) || echo "$v failed"
-    echo "== $v round $round"; cut -d'|' -f2,6,12,13 $OUT/ab-$v-$round.txt | tail -n +3
+    echo "== $v round $round"; cut -d"|" -f2,6,11 $OUT/ab-$v-$round.txt | tail -n +3
   done
 done

@@ -1,5 +1,6 @@
 """Division of float32 by a Python number on CUDA: braze against eager over every float32 bit pattern
-(2^32 values, in chunks of 2^28), for true, trunc and floor division and the benchmark's rounding row.
+(2^32 values, in chunks of 2^28), for true, trunc and floor division and the benchmark's rounding row;
+then rsqrt and x ** -0.5 (eager's CUDA rsqrt, libdevice's in braze) and x / 4096 as a tensor division.
 Prints, per divisor and op, how many results differ bit for bit (NaN equal to NaN) and the first few.
 python .device/divexhaust.py"""
 import torch
@@ -37,4 +38,10 @@ for b in DIVISORS:
         print(f"b={b!r:8} {name:6} differing {count}" + (f"  e.g. (x, braze, eager) {examples}" if count else ""), flush=True)
 count, examples = differing(lambda x: rounding_row(x, None))
 print(f"rounding row: differing {count}" + (f"  e.g. {examples}" if count else ""))
-print("TOTAL differing", total + count)
+total += count
+for name, fn in (("rsqrt", torch.rsqrt), ("x ** -0.5", lambda x: x ** -0.5),
+                 ("x / full(4096)", lambda x: x / torch.full((), 4096.0, device="cuda"))):
+    count, examples = differing(fn)
+    total += count
+    print(f"{name}: differing {count}" + (f"  e.g. {examples}" if count else ""), flush=True)
+print("TOTAL differing", total)

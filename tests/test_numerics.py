@@ -136,6 +136,29 @@ def test_cuda_division_by_a_number_multiplies_by_its_reciprocal():
     assert bodies["cpu"] == ["(arg0[x0] / 3.0)", "truncdiv(arg0[x0], 3.0)"]
 
 
+def test_cuda_rsqrt_is_cudas_own():
+    """``rsqrt`` and ``x ** -0.5`` on CUDA: CUDA's ``rsqrt`` function (libdevice's, what eager's
+    kernels call; on the H100 equal to eager for every float32, ``.device/divexhaust.py``);
+    on the CPU ``1 / sqrt``, as eager computes it there. Lowering checked with fake tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from braze.lower import lower
+    for device, name in (("cuda", "cuda_rsqrt"), ("cpu", "rsqrt")):
+        with FakeTensorMode():
+            gm = make_fx(lambda x: (torch.rsqrt(x), x ** -0.5))(torch.empty(8, device=device))
+        graph, _ = lower(gm)
+        assert [str(node.body) for node in graph.nodes if hasattr(node, "body")] == [f"{name}(arg0[x0])"] * 2
+
+
+def test_rsqrt_is_eager_bit_for_bit(backend):
+    """On the default device (CUDA with ``-p cuda_default``), over magnitudes from subnormal to huge."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(20000, generator=gen, device="cpu") * 10.0 ** torch.randint(-44, 38, (20000,), generator=gen,
+                                                                               device="cpu")
+    x = torch.cat([x, torch.tensor([0.0, -0.0, -1.0, float("inf"), float("nan"), 1e-45])]).to(torch.get_default_device())
+    check(lambda x: (torch.rsqrt(x), x ** -0.5), x, atol=0, rtol=0)
+
+
 def test_unary_special_values(backend):
     x = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 2.5, -2.5, 0.5, 1.5])
     check(lambda x: (torch.sign(x), torch.round(x), torch.relu(x), torch.abs(x), torch.floor(x),

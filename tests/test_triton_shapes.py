@@ -94,6 +94,16 @@ def test_row_sums_of_one_level_share_one_tree(count, combines):
     assert all(torch.equal(a, b) for a, b in zip(ours, alone))
 
 
+def test_row_statistics_divide_by_a_power_of_two_as_a_product():
+    """The mean and variance of 1024-element rows divide by 1024 as a product by 2^-10 (the
+    same bits as Triton's ``div_rn``, without its cost); a 1000-element row divides."""
+    for cols, divided in ((1024, False), (1000, True)):
+        x = torch.randn(8, cols) * 3 + 1
+        report = assert_shape(["row"], lambda x: torch.var_mean(x, -1, correction=0), x)
+        assert ("div_rn" in report.graphs[0].source) == divided
+        assert ("* 0.0009765625" in report.graphs[0].source) == (not divided)
+
+
 def test_layer_norm_row_folds_deviations_and_squares_in_one_tree():
     x, w, b = torch.randn(8, 1024), torch.randn(1024), torch.randn(1024)
     report = assert_shape(["row"], lambda x, w, b: F.layer_norm(x, (1024,), w, b), x, w, b, atol=1e-5, rtol=1e-4)

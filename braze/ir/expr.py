@@ -119,6 +119,7 @@ class Op(enum.Enum):
 
 
 ROUNDED = "rounded"  # the arg of a product kept out of fused multiply-adds (``rounded_mul``)
+APPROX = "approx"  # the arg of CUDA's own rsqrt (``cuda_rsqrt``)
 COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
 BOOL_RESULT = COMPARISONS | {Op.LOGICAL_NOT, Op.ISNAN, Op.ISINF, Op.SIGNBIT}
 BINARY = frozenset({
@@ -306,6 +307,12 @@ def rounded_mul(a: Expr, b: Expr) -> Expr:
     """``a * b`` rounded on its own: never fused with an add that uses it into one fused
     multiply-add (eager rounds this product: ``lower.pointwise``'s divisions by a number)."""
     return Expr(Op.MUL, binary(Op.MUL, a, b).dtype, (a, b), ROUNDED)
+
+
+def cuda_rsqrt(x: Expr) -> Expr:
+    """``1 / sqrt(x)`` as CUDA's ``rsqrt`` computes it (``rsqrt.approx``, within 2 ulps), the
+    function eager's CUDA kernels call for ``rsqrt`` and LayerNorm's ``rstd``."""
+    return Expr(Op.RSQRT, x.dtype, (x,), APPROX)
 
 
 def where(cond: Expr, a: Expr, b: Expr) -> Expr:
@@ -526,7 +533,7 @@ def _format_with(e: Expr, shown: dict) -> str:
 
 
 def _name(e: Expr) -> str:
-    return "mul_rn" if e.arg == ROUNDED else e.op.value
+    return {ROUNDED: "mul_rn", APPROX: "cuda_rsqrt"}.get(e.arg, e.op.value) if isinstance(e.arg, str) else e.op.value
 
 
 def iter_vars(names: Iterable[str], sizes: Iterable[int]) -> Iterator[Expr]:

@@ -16,7 +16,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, binary, cast, const, index, rounded_mul, unary, where
+from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, rounded_mul, unary, where
 from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register
 
@@ -113,7 +113,7 @@ def div(a, b): return binary(Op.TRUEDIV, a, b)
 FLOAT_UNARY = {
     aten.exp: Op.EXP, aten.exp2: Op.EXP2, aten.expm1: Op.EXPM1, aten.log: Op.LOG,
     aten.log2: Op.LOG2, aten.log10: Op.LOG10, aten.log1p: Op.LOG1P, aten.sqrt: Op.SQRT,
-    aten.rsqrt: Op.RSQRT, aten.sin: Op.SIN, aten.cos: Op.COS, aten.tan: Op.TAN, aten.asin: Op.ASIN,
+    aten.sin: Op.SIN, aten.cos: Op.COS, aten.tan: Op.TAN, aten.asin: Op.ASIN,
     aten.acos: Op.ACOS, aten.atan: Op.ATAN, aten.sinh: Op.SINH, aten.cosh: Op.COSH,
     aten.tanh: Op.TANH, aten.asinh: Op.ASINH, aten.acosh: Op.ACOSH, aten.atanh: Op.ATANH,
     aten.erf: Op.ERF, aten.erfc: Op.ERFC, aten.erfinv: Op.ERFINV, aten.lgamma: Op.LGAMMA,
@@ -133,6 +133,20 @@ for _packet, _op in FLOAT_UNARY.items():
     register(_packet.default)(_unary_rule(_op, Kind.INT_TO_FLOAT))
 for _packet, _op in PREDICATES.items():
     register(_packet.default)(_unary_rule(_op, Kind.ALWAYS_BOOL))
+
+
+@register(aten.rsqrt.default)
+def _rsqrt(ctx, x):
+    return pointwise(ctx, _rsqrt_on(ctx), x, kind=Kind.INT_TO_FLOAT)
+
+
+def _rsqrt_on(ctx):
+    """Eager's rsqrt on the current node's device: CUDA's ``rsqrt`` function on CUDA (its
+    kernels call it for ``rsqrt``, ``pow(x, -0.5)`` and LayerNorm's ``rstd``), ``1 / sqrt(x)``
+    on the CPU."""
+    out = ctx.out
+    on_cuda = isinstance(out, torch.Tensor) and out.device.type == "cuda"
+    return cuda_rsqrt if on_cuda else (lambda v: unary(Op.RSQRT, v))
 
 
 def _rounding_rule(op: Op):
@@ -396,7 +410,7 @@ for _packet, (_op, _kind) in SIMPLE_BINARY.items():
 @register(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def _pow(ctx, a, b):
     if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, TensorValue):
-        special = _pow_special(b)
+        special = _pow_special(b) if b != -0.5 else (lambda x, y: _rsqrt_on(ctx)(x))
         if special is not None and (dtypes.is_float(a.dtype) or b in (1, 2, 3)):
             return pointwise(ctx, special, a, b)
     return pointwise(ctx, lambda x, y: binary(Op.POW, x, y), a, b, kind=Kind.BOOL_TO_LONG)
@@ -406,7 +420,6 @@ def _pow_special(exponent):
     """Exponents eager computes without ``pow`` (so results match it bit for bit)."""
     table = {
         0.5: lambda x, y: unary(Op.SQRT, x),
-        -0.5: lambda x, y: unary(Op.RSQRT, x),
         1: lambda x, y: x,
         2: lambda x, y: mul(x, x),
         3: lambda x, y: mul(mul(x, x), x),

@@ -13,7 +13,8 @@ are masked by the conditions of the ``where`` branches that read them (cat,
 pad: ``guards``), or else clamped, so a load in a branch that is not taken
 never leaves its buffer; every load is masked by the axes it varies along.
 Float32 division and square root use the IEEE-rounded forms (``div_rn``,
-``sqrt_rn``): plain ``/`` and ``tl.sqrt`` are approximate on NVIDIA GPUs.
+``sqrt_rn``): plain ``/`` and ``tl.sqrt`` are approximate on NVIDIA GPUs; a
+division by a power of two is the product by its exact reciprocal (same bits).
 Float negation flips the sign bit (helper ``negate``): Triton's unary minus is
 ``0 - x``, which gives +0.0 for 0.0 and keeps the sign of NaN. A float32 ``erf``
 is printed when first used; where that use is ``1 + erf(z)`` (GELU and its
@@ -28,7 +29,7 @@ import torch
 
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import COMPARISONS, ROUNDED, Expr, Op, walk
+from braze.ir.expr import APPROX, COMPARISONS, ROUNDED, Expr, Op, walk
 
 TL_TYPES = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -82,6 +83,16 @@ def literal(value, dtype) -> str:
         if dtype is not torch.uint8 and value >= 1 << (bits - 1):
             value -= 1 << bits
     return str(value)
+
+
+def exact_reciprocal(divisor: Expr):
+    """``1 / divisor`` for a constant power of two whose reciprocal is a normal float32:
+    ``x * (1 / d)`` is then ``x / d`` rounded once, the same bits as the division (which
+    Triton's ``div_rn`` computes at full cost, branch to its slow path included)."""
+    if divisor.op is not Op.CONST or not isinstance(divisor.arg, float) or not math.isfinite(divisor.arg):
+        return None
+    mantissa, exponent = math.frexp(abs(divisor.arg))
+    return 1.0 / divisor.arg if mantissa == 0.5 and -125 <= exponent - 1 <= 126 else None
 
 
 def negative_zero(dtype) -> str:
@@ -250,6 +261,10 @@ class Printer:
         dtype = e.args[0].dtype
         if e.arg == ROUNDED and dtype in (torch.float32, torch.float64):
             return f"libdevice.mul_rn({args[0]}, {args[1]})"  # PTX mul.rn: never contracted
+        if e.arg == APPROX and dtype in (torch.float32, torch.float64):
+            return f"libdevice.rsqrt({args[0]})"  # what CUDA's rsqrt calls
+        if e.op is Op.TRUEDIV and dtype in dtypes.FLOATS and exact_reciprocal(e.args[1]) is not None:
+            return f"{args[0]} * {literal(exact_reciprocal(e.args[1]), dtype)}"
         if dtype in dtypes.FLOATS:
             return self._float_op(e.op, dtype, args)
         if dtype is torch.bool:

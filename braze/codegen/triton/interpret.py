@@ -36,6 +36,7 @@ _UNARY = {
     "tanh": torch.tanh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
     "erf": torch.erf, "erfc": torch.erfc, "erfinv": torch.erfinv, "lgamma": torch.lgamma,
     "nearbyint": torch.round, "trunc": torch.trunc, "floor": torch.floor, "ceil": torch.ceil,
+    "rsqrt": torch.rsqrt,
 }
 _BINARY = {
     "pow": torch.pow, "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign,

@@ -55,15 +55,7 @@ SOURCE = f'''
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
-
-@triton.jit
-def add(a, b):
-    return a + b
-
-@triton.jit
-def add2(a0, a1, b0, b1):
-    return a0 + b0, a1 + b1
-{helper_source(["erf_plus_one"])}
+{helper_source(["add", "add2", "erf_plus_one"])}
 ''' + "".join(kernel(f"k{i}", *texts) for i, texts in enumerate(VARIANTS.values()))
 
 mod = load("ln_scalars", SOURCE)

@@ -154,9 +154,11 @@ def test_config_describe_lists_every_knob():
 
 
 def test_backend_found_through_entry_point_without_import():
+    """Inputs in [0, 1): with randn, sin(x) + 1 near x = -pi/2 cancels, and one ulp of sin
+    between libmvec and eager then exceeded allclose's tolerance (a flaky failure)."""
     code = ("import torch\n"
             "f = torch.compile(lambda x: x.sin() + 1, backend='braze')\n"
-            "x = torch.randn(8)\n"
+            "x = torch.rand(8)\n"
             "assert torch.allclose(f(x), x.sin() + 1)\n"
             "import sys; assert 'braze' in sys.modules\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,

@@ -5,8 +5,7 @@ rsqrt as libdevice's (rsqrt.approx, what eager's CUDA rsqrt and LayerNorm call).
 % of copy, outputs differing from the generated kernel's.
 python .device/lnscalars.py"""
 import torch, triton
-from probemodule import CHECK, load
-from braze.codegen.triton.helpers import helper_source
+from probemodule import CHECK, ln_kernel, load, module_head
 
 BODY = '''
     tmp1 = tl.load(in0 + (r0 + x0 * 4096)).to(tl.float32)
@@ -40,23 +39,10 @@ def kernel(name, div, rsqrt):
                     break
                 k += 1
             body = body[:start] + text.replace("ARG", body[start + len(fn) + 1:k]) + body[k + 1:]
-    return f'''
-@triton.jit
-def {name}(in0, in1, in2, out0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
-    x0 = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    r0 = tl.arange(0, RBLOCK)[None, :]
-    W = tl.load(in1 + r0).to(tl.float32)
-    B = tl.load(in2 + r0).to(tl.float32)
-{body}
-'''
+    return ln_kernel(name, body)
 
 
-SOURCE = f'''
-import triton
-import triton.language as tl
-from triton.language.extra import libdevice
-{helper_source(["add", "add2", "erf_plus_one"])}
-''' + "".join(kernel(f"k{i}", *texts) for i, texts in enumerate(VARIANTS.values()))
+SOURCE = module_head(["add", "add2", "erf_plus_one"]) + "".join(kernel(f"k{i}", *texts) for i, texts in enumerate(VARIANTS.values()))
 
 mod = load("ln_scalars", SOURCE)
 dev = "cpu" if CHECK else "cuda"

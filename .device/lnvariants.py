@@ -4,8 +4,7 @@ the last two sums as one tuple reduction, without the correction, and one-pass s
 1 + z to show what the LayerNorm part costs. Prints us, % of copy, max error against float64.
 python .device/lnvariants.py"""
 import torch, triton
-from probemodule import CHECK, load
-from braze.codegen.triton.helpers import helper_source
+from probemodule import CHECK, ln_kernel, load, module_head
 
 HEAD = '''
     tmp1 = tl.load(in0 + (r0 + x0 * 4096)).to(tl.float32)
@@ -46,27 +45,14 @@ TAIL = '''
 
 def kernel(name, stats, erf):
     body = (HEAD + stats + TAIL).replace("ERF", erf)
-    return f'''
-@triton.jit
-def {name}(in0, in1, in2, out0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
-    x0 = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
-    r0 = tl.arange(0, RBLOCK)[None, :]
-    W = tl.load(in1 + r0).to(tl.float32)
-    B = tl.load(in2 + r0).to(tl.float32)
-{body}
-'''
+    return ln_kernel(name, body)
 
 
 VARIANTS = {}
 for i, (label, stats) in enumerate(STATS.items()):
     VARIANTS[f"k{i}"] = (label, stats, "erf_plus_one")
     VARIANTS[f"k{i}_noerf"] = (label + ", erf -> 1 + z", stats, "1.0 + ")
-SOURCE = f'''
-import triton
-import triton.language as tl
-from triton.language.extra import libdevice
-{helper_source(["add", "add2", "erf_plus_one"])}
-''' + "".join(kernel(k, stats, erf) for k, (_, stats, erf) in VARIANTS.items())
+SOURCE = module_head(["add", "add2", "erf_plus_one"]) + "".join(kernel(k, stats, erf) for k, (_, stats, erf) in VARIANTS.items())
 
 mod = load("ln_variants", SOURCE)
 dev = "cpu" if CHECK else "cuda"

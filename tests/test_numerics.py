@@ -136,6 +136,31 @@ def test_cuda_division_by_a_number_multiplies_by_its_reciprocal():
     assert bodies["cpu"] == ["(arg0[x0] / 3.0)", "truncdiv(arg0[x0], 3.0)"]
 
 
+def test_cuda_graph_reads_a_cpu_scalar_as_eager_does():
+    """A 0-d CPU tensor read by a CUDA graph: copied to the GPU by the wrapper (``host_scalar``),
+    and a divisor of that kind multiplies by its reciprocal, as eager's CPU-scalar path does
+    (checked against eager on the GPU machine by ``test_cuda_graph_with_a_cpu_scalar_runs_compiled``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from braze.lower import lower
+    with FakeTensorMode():
+        gm = make_fx(lambda s, x: (x / s, x * s))(torch.empty((), device="cpu"), torch.empty(8, device="cuda"))
+    graph, _ = lower(gm)
+    assert graph.device.type == "cuda"
+    assert [(n.name, n.host_scalar) for n in graph.nodes if hasattr(n, "host_scalar")] == [("arg0", True), ("arg1", False)]
+    assert [str(n.body) for n in graph.nodes if hasattr(n, "body")] == ["mul_rn(arg1[x0], (1.0 / arg0[]))",
+                                                                         "(arg1[x0] * arg0[])"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_graph_with_a_cpu_scalar_runs_compiled():
+    x, s = torch.randn(5000, device="cuda") * 100, torch.tensor(3.0)
+    for fn in (lambda x, s: x / s, lambda x, s: x * s, lambda x, s: x + s,
+               lambda x, s: torch.div(x, s, rounding_mode="trunc"), lambda x, s: torch.where(x > 0, x, s)):
+        torch._dynamo.reset()
+        check(fn, x, s, atol=0, rtol=0)
+
+
 def test_cuda_rsqrt_is_cudas_own():
     """``rsqrt`` and ``x ** -0.5`` on CUDA: CUDA's ``rsqrt`` function (libdevice's, what eager's
     kernels call; on the H100 equal to eager for every float32, ``.device/divexhaust.py``);

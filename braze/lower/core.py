@@ -138,11 +138,18 @@ class Lowerer:
             self.node = current
 
     def _device(self) -> torch.device:
-        for node in self.gm.graph.nodes:
-            val = node.meta.get("val")
-            if isinstance(val, torch.Tensor) and val.device.type != "meta":
-                return val.device
-        return torch.device("cpu")
+        """The graph's device: its first tensor's, a 0-d CPU tensor beside CUDA ones aside."""
+        devices = [val.device for val in (node.meta.get("val") for node in self.gm.graph.nodes)
+                   if isinstance(val, torch.Tensor) and val.device.type != "meta"]
+        return next((d for d in devices if d.type == "cuda"), devices[0] if devices else torch.device("cpu"))
+
+    def _host_scalar(self, val) -> bool:
+        """A 0-d CPU tensor in a graph that runs on CUDA (eager passes its value to the kernels)."""
+        if val.device.type != "cpu" or val.dim() != 0:
+            return False
+        if getattr(self, "_cuda_graph", None) is None:
+            self._cuda_graph = self._device().type == "cuda"
+        return self._cuda_graph
 
     @property
     def out(self):
@@ -162,7 +169,7 @@ class Lowerer:
         name = f"arg{position}"
         layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
         self.graph.add(InputNode(name, val.dtype, tuple(val.shape), [node.name], position, layout,
-                                 storage_offset=int(val.storage_offset())))
+                                 storage_offset=int(val.storage_offset()), host_scalar=self._host_scalar(val)))
         self.graph.inputs.append(name)
         return TensorValue(val.dtype, tuple(val.shape), load(name, out_vars(val.shape), val.dtype))
 

@@ -330,20 +330,27 @@ def _div_mode(ctx, a, b, rounding_mode=None):
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
 def _floor_divide(ctx, a, b):
-    if _reciprocal_divisor(ctx, a, b):
+    if not isinstance(b, TensorValue) and _reciprocal_divisor(ctx, a, b):
         return pointwise(ctx, _floordiv_by_reciprocal, a, b)
     return pointwise(ctx, lambda x, y: binary(Op.FLOORDIV, x, y), a, b)
 
 
 def _reciprocal_divisor(ctx, a, b) -> bool:
     """Whether eager divides by multiplying with ``1 / b``: on CUDA, when the divisor is a
-    Python number (a CPU scalar to ATen's TensorIterator) and the division is in floating
-    point. Eager's CUDA kernels for true, trunc and floor division do so, rounding the
-    reciprocal once in the op's math type; on the CPU they divide."""
+    CPU scalar to ATen's TensorIterator (a Python number or a 0-d CPU tensor) and the
+    division is in floating point. Eager's CUDA kernels for true, trunc and floor division
+    do so, rounding the reciprocal once in the op's math type; on the CPU they divide."""
     out = ctx.out
-    if isinstance(b, TensorValue) or not isinstance(out, torch.Tensor) or out.device.type != "cuda":
+    if not isinstance(out, torch.Tensor) or out.device.type != "cuda":
+        return False
+    if isinstance(b, TensorValue) and not _host_scalar(ctx.node.args[1]):
         return False
     return dtypes.is_float(promote(Kind.INT_TO_FLOAT, a, b)[0]) and dtypes.is_float(out.dtype)
+
+
+def _host_scalar(arg) -> bool:
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0
 
 
 def _times_reciprocal(x: Expr, b: Expr) -> Expr:
@@ -351,8 +358,10 @@ def _times_reciprocal(x: Expr, b: Expr) -> Expr:
 
 
 def _reciprocal(b: Expr) -> Expr:
-    """``1 / b`` for a constant ``b``, rounded once in float64 or float32 (eager's math
-    type for float16 and bfloat16 too): its ``inv_b``."""
+    """``1 / b`` rounded once in float64 or float32 (eager's math type for float16 and
+    bfloat16 too): its ``inv_b``; folded here for a constant ``b``."""
+    if b.op is not Op.CONST:
+        return div(c(1.0, b), b)
     math_type = torch.float64 if b.dtype is torch.float64 else torch.float32
     one = torch.tensor(1.0, dtype=math_type)
     return const((one / torch.tensor(b.arg, dtype=math_type)).item(), b.dtype)

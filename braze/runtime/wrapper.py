@@ -67,6 +67,8 @@ class _Writer:
         for node in self.graph.nodes:
             if isinstance(node, InputNode) and node.constant is not None:
                 self.lines.append(f"    {node.name} = {node.name}_value")
+            if isinstance(node, InputNode) and node.host_scalar:
+                self.lines.append(f"    {node.name} = {node.name}.to({_value_text(self.device)})")
         for k, step in enumerate(self.steps):
             self._allocate(step)
             if step.kind == "kernel":

@@ -147,7 +147,8 @@ def test_cuda_graph_reads_a_cpu_scalar_as_eager_does():
         gm = make_fx(lambda s, x: (x / s, x * s))(torch.empty((), device="cpu"), torch.empty(8, device="cuda"))
     graph, _ = lower(gm)
     assert graph.device.type == "cuda"
-    assert [(n.name, n.host_scalar) for n in graph.nodes if hasattr(n, "host_scalar")] == [("arg0", True), ("arg1", False)]
+    inputs = [(n.name, n.host_scalar) for n in graph.nodes if hasattr(n, "host_scalar")]
+    assert inputs == [("arg0", True), ("arg1", False)]
     assert [str(n.body) for n in graph.nodes if hasattr(n, "body")] == ["mul_rn(arg1[x0], (1.0 / arg0[]))",
                                                                          "(arg1[x0] * arg0[])"]
 

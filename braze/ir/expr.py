@@ -532,8 +532,11 @@ def _format_with(e: Expr, shown: dict) -> str:
     return f"{_name(e)}({', '.join(args)})"
 
 
+_FLAGGED_NAMES = {ROUNDED: "mul_rn", APPROX: "cuda_rsqrt"}
+
+
 def _name(e: Expr) -> str:
-    return {ROUNDED: "mul_rn", APPROX: "cuda_rsqrt"}.get(e.arg, e.op.value) if isinstance(e.arg, str) else e.op.value
+    return _FLAGGED_NAMES.get(e.arg, e.op.value) if isinstance(e.arg, str) else e.op.value
 
 
 def iter_vars(names: Iterable[str], sizes: Iterable[int]) -> Iterator[Expr]:

@@ -49,6 +49,12 @@ class LoweringError(Exception):
         super().__init__(f"braze could not compile {op} with inputs {inputs}: {detail}")
 
 
+def is_host_scalar(val) -> bool:
+    """A 0-d CPU tensor: a CPU scalar to ATen's TensorIterator, whose value eager's CUDA
+    kernels take as an argument (braze's wrapper copies it to the GPU)."""
+    return isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0
+
+
 def register(*ops, overloads: bool = False):
     """Register a lowering rule for ATen ops (all overloads of a packet if asked)."""
     def decorate(fn: Callable) -> Callable:
@@ -104,6 +110,7 @@ class Lowerer:
     # ------------------------------------------------------------------ driving
 
     def run(self) -> Graph:
+        self.graph.device = self._device()
         placeholders = 0
         for node in self.gm.graph.nodes:
             self.node = node
@@ -116,7 +123,6 @@ class Lowerer:
                 self.env[node] = self._call(node)
             elif node.op == "output":
                 self._outputs(node)
-        self.graph.device = self._device()
         return self.graph
 
     def lower_ahead(self, node) -> Any:
@@ -143,13 +149,6 @@ class Lowerer:
                    if isinstance(val, torch.Tensor) and val.device.type != "meta"]
         return next((d for d in devices if d.type == "cuda"), devices[0] if devices else torch.device("cpu"))
 
-    def _host_scalar(self, val) -> bool:
-        """A 0-d CPU tensor in a graph that runs on CUDA (eager passes its value to the kernels)."""
-        if val.device.type != "cpu" or val.dim() != 0:
-            return False
-        if getattr(self, "_cuda_graph", None) is None:
-            self._cuda_graph = self._device().type == "cuda"
-        return self._cuda_graph
 
     @property
     def out(self):
@@ -169,7 +168,8 @@ class Lowerer:
         name = f"arg{position}"
         layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
         self.graph.add(InputNode(name, val.dtype, tuple(val.shape), [node.name], position, layout,
-                                 storage_offset=int(val.storage_offset()), host_scalar=self._host_scalar(val)))
+                                 storage_offset=int(val.storage_offset()),
+                                 host_scalar=self.graph.device.type == "cuda" and is_host_scalar(val)))
         self.graph.inputs.append(name)
         return TensorValue(val.dtype, tuple(val.shape), load(name, out_vars(val.shape), val.dtype))
 

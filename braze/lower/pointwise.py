@@ -18,7 +18,7 @@ from torch._prims_common import elementwise_dtypes
 from braze.ir import dtypes
 from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, rounded_mul, unary, where
 from braze.ir.graph import out_vars
-from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.core import TensorValue, Unsupported, is_host_scalar, register
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -343,14 +343,9 @@ def _reciprocal_divisor(ctx, a, b) -> bool:
     out = ctx.out
     if not isinstance(out, torch.Tensor) or out.device.type != "cuda":
         return False
-    if isinstance(b, TensorValue) and not _host_scalar(ctx.node.args[1]):
-        return False
+    if isinstance(b, TensorValue) and not is_host_scalar(ctx.node.args[1].meta.get("val")):
+        return False  # (a TensorValue divisor comes from an FX node)
     return dtypes.is_float(promote(Kind.INT_TO_FLOAT, a, b)[0]) and dtypes.is_float(out.dtype)
-
-
-def _host_scalar(arg) -> bool:
-    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
-    return isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0
 
 
 def _times_reciprocal(x: Expr, b: Expr) -> Expr:

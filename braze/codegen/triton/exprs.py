@@ -85,14 +85,14 @@ def literal(value, dtype) -> str:
     return str(value)
 
 
-def exact_reciprocal(divisor: Expr):
-    """``1 / divisor`` for a constant power of two whose reciprocal is a normal float32:
-    ``x * (1 / d)`` is then ``x / d`` rounded once, the same bits as the division (which
-    Triton's ``div_rn`` computes at full cost, branch to its slow path included)."""
-    if divisor.op is not Op.CONST or not isinstance(divisor.arg, float) or not math.isfinite(divisor.arg):
+def exact_reciprocal(divisor: float):
+    """``1 / divisor`` for a power of two whose reciprocal is a normal float32: ``x * (1 / d)``
+    is then ``x / d`` rounded once, the same bits as the division (which Triton's ``div_rn``
+    computes at full cost, branch to its slow path included); else None."""
+    if not math.isfinite(divisor):
         return None
-    mantissa, exponent = math.frexp(abs(divisor.arg))
-    return 1.0 / divisor.arg if mantissa == 0.5 and -125 <= exponent - 1 <= 126 else None
+    mantissa, exponent = math.frexp(abs(divisor))
+    return 1.0 / divisor if mantissa == 0.5 and -125 <= exponent - 1 <= 126 else None
 
 
 def negative_zero(dtype) -> str:
@@ -263,8 +263,11 @@ class Printer:
             return f"libdevice.mul_rn({args[0]}, {args[1]})"  # PTX mul.rn: never contracted
         if e.arg == APPROX and dtype in (torch.float32, torch.float64):
             return f"libdevice.rsqrt({args[0]})"  # what CUDA's rsqrt calls
-        if e.op is Op.TRUEDIV and dtype in dtypes.FLOATS and exact_reciprocal(e.args[1]) is not None:
-            return f"{args[0]} * {literal(exact_reciprocal(e.args[1]), dtype)}"
+        divisor = e.args[-1]
+        if e.op is Op.TRUEDIV and dtype in dtypes.FLOATS and divisor.op is Op.CONST:
+            reciprocal = exact_reciprocal(divisor.arg)
+            if reciprocal is not None:
+                return f"{args[0]} * {literal(reciprocal, dtype)}"
         if dtype in dtypes.FLOATS:
             return self._float_op(e.op, dtype, args)
         if dtype is torch.bool:

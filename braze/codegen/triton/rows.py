@@ -34,7 +34,6 @@ from __future__ import annotations
 import torch
 
 from braze.codegen.triton.exprs import Printer, exact_reciprocal, literal
-from braze.ir.expr import const
 
 INDEX_LIMITS = {"tl.int32": str(2 ** 31 - 1), "tl.int64": str(2 ** 63 - 1)}
 
@@ -81,7 +80,7 @@ def _moments(kernel, acc, member, printer: Printer) -> list:
 def _divide(text: str, count: str, dtype) -> str:
     """``text / count``, IEEE-rounded in float32 as everywhere else (a power of two: the
     product by its exact reciprocal, the same bits)."""
-    reciprocal = exact_reciprocal(const(float(count), dtype))
+    reciprocal = exact_reciprocal(float(count))
     if reciprocal is not None:
         return f"({text} * {literal(reciprocal, dtype)})"
     if dtype is torch.float32:

@@ -52,7 +52,7 @@ class Recording:
 def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
     options = dict(options or {})
     with config.patch(**options):  # reject unknown knobs now, not at first backward
-        pass
+        decompositions = table(config.fallback_random)
     cuda = next((x.device for x in example_inputs if isinstance(x, torch.Tensor) and x.is_cuda), None)
     if cuda is not None:
         _start_compile_workers(cuda)
@@ -61,7 +61,7 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
                  for kind in ("forward", "backward", "inference")}
     return aot_autograd(
         fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
-        inference_compiler=compilers["inference"], decompositions=table(),
+        inference_compiler=compilers["inference"], decompositions=decompositions,
         partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
     )(gm, example_inputs)
 

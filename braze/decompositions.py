@@ -1,12 +1,14 @@
 """The decomposition table braze hands to AOTAutograd.
 
-Takes: nothing. Gives: ``table()``, a dict from ATen overload to a Python
+Takes: whether random ops stay in ATen. Gives: ``table(fallback_random)``, a dict from ATen overload to a Python
 decomposition: PyTorch's core-ATen table, plus decompositions of the fused ops
 braze wants to see through (softmax, layer/batch/group norm and their
 backwards), minus scaled-dot-product attention, which runs through ATen's fused
 kernels: the core table's math decomposition of causal SDPA gave wrong gradients
 on torch 2.11 to 2.13. Decompositions that disagree with eager are replaced
-(``REPLACE``: integer ``linspace``).
+(``REPLACE``: integer ``linspace``). Training dropout becomes a float32 uniform
+compared with ``1 - p`` (``braze.lower.random`` draws it in the kernel), unless
+``config.fallback_random`` keeps ATen's ``native_dropout`` and eager's numbers.
 """
 from __future__ import annotations
 
@@ -64,10 +66,23 @@ def _linspace(start, end, steps, *, dtype=None, layout=torch.strided, device=Non
 REPLACE = {aten.linspace: _linspace}
 
 
-@functools.lru_cache(maxsize=1)
-def table() -> dict:
+def _native_dropout(input, p, train):
+    """Training dropout as eager's CUDA kernel computes it: keep where a float32 uniform is
+    below ``1 - p``, scale by ``1 / (1 - p)``. (PyTorch's decomposition draws the uniform in
+    the input's dtype: on bfloat16's grid of 1/256 steps, p = 0.1 keeps 230/256 = 89.8 %.)"""
+    if not train or p == 0 or p == 1 or not input.dtype.is_floating_point:
+        return decomp.decomposition_table[aten.native_dropout.default](input, p, train)
+    keep = torch.rand(input.shape, dtype=torch.float32, device=input.device) < 1.0 - p
+    return input * keep * (1.0 / (1.0 - p)), keep
+
+
+@functools.lru_cache(maxsize=2)
+def table(fallback_random: bool = False) -> dict:
+    """The table; ``fallback_random`` leaves dropout to ATen's kernel."""
     result = dict(decomp.core_aten_decompositions())
     result.update(decomp.get_decompositions(DECOMPOSE))
+    if not fallback_random:
+        result[aten.native_dropout.default] = _native_dropout
     for packet, fn in REPLACE.items():
         result.update({getattr(packet, name): fn for name in packet.overloads() if "out" not in name})
     keep = set()

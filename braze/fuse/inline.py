@@ -39,7 +39,8 @@ take 87-309 (their slow argument reductions are inlined for every element a thre
 handles; PTX for sm_90, Triton 3.6), and the code size is compile time: LLaMA's rotary
 kernel recomputing sin and cos of its angle table took 2.0-2.6 s to compile on the H100's
 host, the graph's other kernels at most 0.8 s. They count 25, over ``inline_max_ops``:
-a buffer holding one, read by several kernels, is stored. Costly ops count 4 on a CPU too in a
+a buffer holding one, read by several kernels, is stored. A random number (``Op.RANDOM``:
+Philox's 10 rounds, about 100 integer instructions) counts 25 on both. Costly ops count 4 on a CPU too in a
 buffer of one element (Adam's bias corrections): each kernel that reads it computes
 it once, hoisted out of its loops, where storing it would take a kernel of its own.
 """
@@ -60,10 +61,12 @@ _CPU_COST = {
     **dict.fromkeys((Op.ERF, Op.ERFC, Op.TANH, Op.SIGMOID, Op.EXPM1, Op.LOG1P, Op.ATAN2, Op.ASINH,
                      Op.ACOSH, Op.ATANH), 40),
     **dict.fromkeys((Op.POW, Op.LGAMMA, Op.DIGAMMA, Op.ERFINV), 100),
+    Op.RANDOM: 25,  # Philox: 10 rounds of 2 high and 2 low products, 4 xors, 2 adds; by SIMD lanes
 }
 
 
-_GPU_COST = {**dict.fromkeys(EXPENSIVE, 4), **dict.fromkeys((Op.SIN, Op.COS, Op.TAN, Op.ACOSH, Op.LGAMMA), 25)}
+_GPU_COST = {**dict.fromkeys(EXPENSIVE, 4),
+             **dict.fromkeys((Op.SIN, Op.COS, Op.TAN, Op.ACOSH, Op.LGAMMA, Op.RANDOM), 25)}
 
 
 def op_cost(body: Expr, device, numel: int) -> int:

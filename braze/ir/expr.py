@@ -116,6 +116,10 @@ class Op(enum.Enum):
     # the body of a scan node, never inside another expression: args (value,); arg
     # (combine, dim): "sum" or "prod", folded along the node's dimension dim
     SCAN = "scan"
+    # a float32 random number, a pure function of args (seed, offset), both int64: arg
+    # "rand" (uniform in [0, 1)) or "randn" (standard normal); Philox4x32-10 as Triton's
+    # tl.rand and tl.randn, counter = offset, key = seed (``random``)
+    RANDOM = "random"
 
 
 ROUNDED = "rounded"  # the arg of a product kept out of fused multiply-adds (``rounded_mul``)
@@ -128,14 +132,14 @@ BINARY = frozenset({
     Op.AND, Op.OR, Op.XOR, Op.LSHIFT, Op.RSHIFT,
 }) | COMPARISONS
 LEAVES = frozenset({Op.CONST, Op.VAR, Op.LOAD, Op.VALUE})
-UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE, Op.SCATTER, Op.SCAN})
+UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE, Op.SCATTER, Op.SCAN, Op.RANDOM})
 # Ops whose cost in a loop body is well above one instruction: the inliner and the
 # fusion cost model weigh them.
 EXPENSIVE = frozenset({
     Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P, Op.SIN, Op.COS, Op.TAN,
     Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH, Op.ATANH,
     Op.ERF, Op.ERFC, Op.ERFINV, Op.LGAMMA, Op.DIGAMMA, Op.POW, Op.ATAN2, Op.HYPOT, Op.SIGMOID,
-    Op.TRUEDIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.SQRT, Op.RSQRT,
+    Op.TRUEDIV, Op.FLOORDIV, Op.MOD, Op.FMOD, Op.SQRT, Op.RSQRT, Op.RANDOM,
 })
 
 
@@ -313,6 +317,16 @@ def cuda_rsqrt(x: Expr) -> Expr:
     """``1 / sqrt(x)`` as CUDA's ``rsqrt`` computes it (``rsqrt.approx``, within 2 ulps), the
     function eager's CUDA kernels call for ``rsqrt`` and LayerNorm's ``rstd``."""
     return Expr(Op.RSQRT, x.dtype, (x,), APPROX)
+
+
+def random(seed: Expr, offset: Expr, kind: str) -> Expr:
+    """Element ``offset`` of the random stream ``seed``: ``kind`` "rand" (uniform in [0, 1))
+    or "randn" (standard normal), float32. The same (seed, offset) gives the same number
+    wherever it is computed, so a random value may be recomputed like any other."""
+    if kind not in ("rand", "randn") or seed.dtype is not torch.int64 or offset.dtype is not torch.int64:
+        raise TypeError(f"braze IR: random needs kind rand or randn and int64 seed and offset, got "
+                        f"{kind}, {seed.dtype}, {offset.dtype}")
+    return Expr(Op.RANDOM, torch.float32, (seed, offset), kind)
 
 
 def where(cond: Expr, a: Expr, b: Expr) -> Expr:
@@ -532,7 +546,7 @@ def _format_with(e: Expr, shown: dict) -> str:
     return f"{_name(e)}({', '.join(args)})"
 
 
-_FLAGGED_NAMES = {ROUNDED: "mul_rn", APPROX: "cuda_rsqrt"}
+_FLAGGED_NAMES = {ROUNDED: "mul_rn", APPROX: "cuda_rsqrt", "rand": "rand", "randn": "randn"}
 
 
 def _name(e: Expr) -> str:

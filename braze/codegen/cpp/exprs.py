@@ -49,6 +49,12 @@ def ctype(dtype) -> str:
     return CTYPES[dtype]
 
 
+def pointer_type(dtype) -> str:
+    """The element type of a buffer parameter: a bool buffer is read as ``uint8_t`` (and
+    tested ``!= 0``): GCC 12 vectorizes no loop that loads through a ``bool*``."""
+    return "uint8_t" if dtype is torch.bool else CTYPES[dtype]
+
+
 def literal(value, dtype) -> str:
     if dtype is torch.bool:
         return "true" if value else "false"
@@ -112,11 +118,14 @@ class CPrinter:
             return self.values[e.arg]
         args = [self.memo[id(a)] for a in e.args]
         if op is Op.LOAD:
-            return self._temp(e.dtype, f"{e.arg}[{self._position(e)}]")
+            element = f"{e.arg}[{self._position(e)}]"
+            return self._temp(e.dtype, f"({element} != 0)" if e.dtype is torch.bool else element)
         if op is Op.CAST:
             return self._temp(e.dtype, convert(args[0], e.args[0].dtype, e.dtype))
         if op is Op.WHERE:
             return self._temp(e.dtype, f"({args[0]} ? {args[1]} : {args[2]})")
+        if op is Op.RANDOM:
+            return self._temp(e.dtype, f"b_{e.arg}({args[0]}, {args[1]})")
         if e.dtype is dtypes.INDEX or (op in COMPARISONS and e.args[0].dtype is dtypes.INDEX):
             return self._temp(e.dtype, self._index_op(e, args))
         return self._temp(e.dtype, value_op(op, e.args[0].dtype, args, e.dtype))
@@ -149,6 +158,10 @@ class CPrinter:
 
 
 def convert(text: str, source, target) -> str:
+    if source is torch.bool and target in dtypes.FLOATS:  # a select: GCC vectorizes no bool-to-float cast
+        one, zero = ("1.0", "0.0") if target is torch.float64 else ("1.0f", "0.0f")
+        return convert(f"({text} ? {one} : {zero})", torch.float32 if target is not torch.float64 else target,
+                       target)
     if source is torch.bfloat16:
         text, source = f"bf16_to_f32({text})", torch.float32
         if target is torch.float32:

@@ -30,7 +30,7 @@ import itertools
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.columns import emit_column
-from braze.codegen.cpp.exprs import CPrinter, convert, ctype
+from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
 from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
 from braze.codegen.cpp.pieces import over_piece, piece_name, piece_var, pieces
 from braze.codegen.cpp.rows import keeps, prefetches
@@ -477,7 +477,7 @@ def signature(plan: KernelPlan) -> str:
     except a buffer the kernel both reads and writes (updated in place)."""
     params = []
     for b in kernel_args(plan):
-        t = ctype(plan.dtypes[b])
+        t = pointer_type(plan.dtypes[b])
         if b not in plan.writes:
             params.append(f"const {t}* __restrict {b}")
         else:

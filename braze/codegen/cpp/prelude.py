@@ -165,6 +165,42 @@ static double b_digamma(double x) {
 }
 BRAZE_INLINE double b_lgamma(double x) { int s; return lgamma_r(x, &s); }
 BRAZE_INLINE float b_lgamma(float x) { int s; return lgammaf_r(x, &s); }
+
+// Philox4x32-10 as Triton's tl.randint4x: counter (offset low, offset high, 0, 0), key (seed
+// low, seed high). Its first two words; the same bits as the Triton kernels draw.
+BRAZE_INLINE uint32_t b_mulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
+BRAZE_INLINE void b_philox(int64_t seed, int64_t offset, uint32_t* w0, uint32_t* w1) {
+  uint32_t c0 = (uint32_t)offset, c1 = (uint32_t)((uint64_t)offset >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)((uint64_t)seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    const uint32_t a0 = c0, a2 = c2;
+    c0 = b_mulhi(0xCD9E8D57u, a2) ^ c1 ^ k0;
+    c2 = b_mulhi(0xD2511F53u, a0) ^ c3 ^ k1;
+    c1 = 0xCD9E8D57u * a2;
+    c3 = 0xD2511F53u * a0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  *w0 = c0; *w1 = c1;
+}
+// A word to [0, 1) as Triton's uint_to_uniform_float: as int32, negatives folded to -x - 1
+// (x ^ (x >> 31): a select here is control flow to GCC, which then vectorizes nothing)
+BRAZE_INLINE float b_uniform(uint32_t w) {
+  const int32_t x = (int32_t)w;
+  return (float)(x ^ (x >> 31)) * 4.6566127342e-10f;
+}
+BRAZE_INLINE float b_rand(int64_t seed, int64_t offset) {
+  uint32_t w0, w1;
+  b_philox(seed, offset, &w0, &w1);
+  return b_uniform(w0);
+}
+// Box-Muller on the first two words, as Triton's tl.randn.
+BRAZE_INLINE float b_randn(int64_t seed, int64_t offset) {
+  uint32_t w0, w1;
+  b_philox(seed, offset, &w0, &w1);
+  const float u1 = b_fmax(b_uniform(w0), 1.0e-7f), th = 6.283185307179586f * b_uniform(w1);
+  return sqrtf(-2.0f * logf(u1)) * cosf(th);
+}
 """
 
 _UNARY = ["exp", "log", "sin", "cos", "tan", "exp2", "expm1", "log2", "log10", "log1p", "asin", "acos",

@@ -259,6 +259,8 @@ class Printer:
 
     def _value_op(self, e: Expr, args: list) -> str:
         dtype = e.args[0].dtype
+        if e.op is Op.RANDOM:
+            return f"{self._use('philox_' + e.arg)}({args[0]}, {args[1]})"
         if e.arg == ROUNDED and dtype in (torch.float32, torch.float64):
             return f"libdevice.mul_rn({args[0]}, {args[1]})"  # PTX mul.rn: never contracted
         if e.arg == APPROX and dtype in (torch.float32, torch.float64):

@@ -357,6 +357,55 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     f = true_div(n_b, tl.where(n == 0, 1.0, n))
     return mean_a + delta * f, m2_a + m2_b + delta * delta * n_a * f, n
 '''),
+    # ------------------------------------------------------------ random numbers
+    "philox_words": ("", '''
+@triton.jit
+def philox_words(seed, offset):
+    """Philox4x32-10 of counter (offset low, offset high, 0, 0) under key (seed low, seed
+    high): its first two words, as Triton's tl.randint4x (and the C++ prelude's b_philox)."""
+    seed = seed.to(tl.uint64)
+    k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
+    k1 = (seed >> 32).to(tl.uint32)
+    c0 = offset.to(tl.uint32)
+    c1 = (offset >> 32).to(tl.uint32)
+    c2 = c0 * 0
+    c3 = c2
+    for _ in tl.static_range(10):
+        a0 = c0
+        a2 = c2
+        c0 = tl.umulhi(0xCD9E8D57, a2) ^ c1 ^ k0
+        c2 = tl.umulhi(0xD2511F53, a0) ^ c3 ^ k1
+        c1 = a2 * 0xCD9E8D57
+        c3 = a0 * 0xD2511F53
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    return c0, c1
+'''),
+    "uniform_of_word": ("", '''
+@triton.jit
+def uniform_of_word(w):
+    """A random word to [0, 1) as Triton's uint_to_uniform_float: as int32, negatives folded."""
+    x = w.to(tl.int32, bitcast=True)
+    x = tl.where(x < 0, ~x, x)
+    return x.to(tl.float32) * 4.6566127342e-10
+'''),
+    "philox_rand": ("philox_words uniform_of_word", '''
+@triton.jit
+def philox_rand(seed, offset):
+    """Uniform in [0, 1): element offset of stream seed (Triton's tl.rand, written out so the
+    interpreter runs it too: tl.rand is a @triton.jit function made at Triton's import)."""
+    w0, w1 = philox_words(seed, offset)
+    return uniform_of_word(w0)
+'''),
+    "philox_randn": ("philox_words uniform_of_word", '''
+@triton.jit
+def philox_randn(seed, offset):
+    """Standard normal: Box-Muller on the first two words (Triton's tl.randn)."""
+    w0, w1 = philox_words(seed, offset)
+    u1 = tl.maximum(uniform_of_word(w0), 1.0e-7)
+    th = uniform_of_word(w1) * 6.283185307179586
+    return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(th)
+'''),
 }
 
 HEADER = '''import triton

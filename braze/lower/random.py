@@ -1,0 +1,137 @@
+"""Lowering rules for random numbers: ``rand``, ``randn`` (and their ``_like`` forms),
+``bernoulli`` with a probability, ``uniform``; dropout reaches them through the
+decomposition in ``braze.decompositions``.
+
+Takes: the op's sizes and dtype. Gives: compute nodes whose bodies compute their
+random numbers in the kernel (``ir.expr.random``: Philox4x32-10, Triton's own
+``tl.rand``/``tl.randn`` and the same generator in C++), so a dropout mask is fused
+with what reads it instead of splitting the kernel around an ATen call.
+
+Each compiled call draws one int64 seed from torch's generator for the graph's
+device (an extern ``randint``, so ``torch.manual_seed`` makes runs repeat); element
+``i`` of the graph's ``k``-th random tensor uses counter ``base_k + i``, ``base_k``
+the number of random elements of the tensors before it, so no two elements of a
+call share a number. The numbers are not eager's (eager's generators are not
+reproducible inside a kernel): ``config.fallback_random`` runs these ops through
+ATen instead, which then matches eager bit for bit from the same seed.
+
+Low-precision results are uniform on the dtype's grid, ``floor(u * 2^d) / 2^d`` with
+``d`` the dtype's mantissa digits, as eager draws them: rounding a float32 uniform
+to bfloat16 would give 1.0 for ``u`` near 1.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from braze import config
+from braze.ir import dtypes
+from braze.ir import simplify as S
+from braze.ir.expr import Expr, Op, binary, cast, const, index, load, random, unary
+from braze.ir.graph import out_vars
+from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.pointwise import finish
+
+aten = torch.ops.aten
+
+SEED_HIGH = 2 ** 63 - 1  # seeds are drawn from [0, SEED_HIGH)
+_DIGITS = {torch.bfloat16: 8, torch.float16: 11}  # mantissa digits eager's uniform keeps
+
+
+def _seed(ctx) -> Expr:
+    """This call's seed: an int64 drawn once per call by an extern ``randint``."""
+    if ctx.random_seed is None:
+        meta = torch.empty(1, dtype=torch.int64, device="meta")
+        seeds = ctx.extern(aten.randint.low, (0, SEED_HIGH, [1]),
+                           {"dtype": torch.int64, "device": ctx.graph.device}, meta=meta)
+        ctx.random_seed = load(seeds.expr.arg, (index(0),), torch.int64)
+    return ctx.random_seed
+
+
+def random_values(ctx, kind: str, sizes) -> Expr:
+    """``kind`` numbers over ``sizes`` (float32), element ``i`` in row-major order drawing
+    counter ``base + i``."""
+    sizes = tuple(int(s) for s in sizes)
+    if config.fallback_random:
+        raise Unsupported("fallback_random is on")
+    seed = _seed(ctx)
+    flat = cast(S.ravel(out_vars(sizes), sizes), torch.int64)
+    offset = binary(Op.ADD, flat, const(ctx.random_offset, torch.int64)) if ctx.random_offset else flat
+    ctx.random_offset += math.prod(sizes)
+    return random(seed, offset, kind)
+
+
+def _float_dtype(dtype):
+    if dtype is None:
+        dtype = torch.get_default_dtype()
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise Unsupported(f"random numbers of dtype {dtype}")  # float64 keeps ATen's 53 bits
+    return dtype
+
+
+def _on_grid(u: Expr, dtype) -> Expr:
+    """``u`` in [0, 1) rounded down to a multiple of 2^-digits of ``dtype`` (exact there)."""
+    digits = _DIGITS.get(dtype)
+    if digits is None:
+        return u
+    scale = float(2 ** digits)
+    return binary(Op.MUL, unary(Op.FLOOR, binary(Op.MUL, u, const(scale, torch.float32))),
+                  const(1.0 / scale, torch.float32))
+
+
+def _generator_free(kwargs) -> None:
+    if kwargs.get("generator") is not None:
+        raise Unsupported("an explicit generator")
+
+
+def _uniform_tensor(ctx, sizes, dtype) -> TensorValue:
+    return finish(ctx, _on_grid(random_values(ctx, "rand", sizes), dtype), dtype, sizes)
+
+
+def _normal_tensor(ctx, sizes, dtype) -> TensorValue:
+    return finish(ctx, random_values(ctx, "randn", sizes), dtype, sizes)
+
+
+@register(aten.rand.default)
+def _rand(ctx, size, **kwargs):
+    _generator_free(kwargs)
+    return _uniform_tensor(ctx, size, _float_dtype(kwargs.get("dtype")))
+
+
+@register(aten.rand_like.default)
+def _rand_like(ctx, x, **kwargs):
+    _generator_free(kwargs)
+    return _uniform_tensor(ctx, x.sizes, _float_dtype(kwargs.get("dtype") or x.dtype))
+
+
+@register(aten.randn.default)
+def _randn(ctx, size, **kwargs):
+    _generator_free(kwargs)
+    return _normal_tensor(ctx, size, _float_dtype(kwargs.get("dtype")))
+
+
+@register(aten.randn_like.default)
+def _randn_like(ctx, x, **kwargs):
+    _generator_free(kwargs)
+    return _normal_tensor(ctx, x.sizes, _float_dtype(kwargs.get("dtype") or x.dtype))
+
+
+@register(aten.bernoulli.p)
+def _bernoulli(ctx, x, p=0.5, **kwargs):
+    """1 with probability ``p``: a float32 uniform below ``p`` (eager's comparison)."""
+    _generator_free(kwargs)
+    if not dtypes.is_float(x.dtype) and x.dtype is not torch.bool and x.dtype not in dtypes.INTEGERS:
+        raise Unsupported(f"bernoulli of dtype {x.dtype}")
+    hit = binary(Op.LT, random_values(ctx, "rand", x.sizes), const(float(p), torch.float32))
+    return finish(ctx, cast(hit, dtypes.compute_dtype(x.dtype)), x.dtype, x.sizes)
+
+
+@register(aten.uniform.default)
+def _uniform(ctx, x, low=0.0, high=1.0, **kwargs):
+    """``low + (high - low) * u``, ``u`` uniform in [0, 1) on the dtype's grid."""
+    _generator_free(kwargs)
+    dtype = _float_dtype(x.dtype)
+    u = _on_grid(random_values(ctx, "rand", x.sizes), dtype)
+    span = binary(Op.MUL, u, const(float(high) - float(low), torch.float32))
+    return finish(ctx, binary(Op.ADD, span, const(float(low), torch.float32)), dtype, x.sizes)

@@ -1,0 +1,182 @@
+"""Random numbers drawn inside braze's kernels (``braze.lower.random``): rand, randn,
+bernoulli, uniform and training dropout. Their values are not eager's, so they are
+checked by what must hold of them: the distribution (means, variances, a histogram,
+neighbours uncorrelated, each within 6 standard errors), the same numbers from the same
+seed and new ones on the next call, dropout's output and gradient equal to what its
+own mask implies, and ``fallback_random`` giving eager's numbers bit for bit."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import braze
+from helpers import Compiled
+
+N = 1 << 18
+
+
+def _device():
+    return torch.get_default_device()
+
+
+def _within(value, expected, standard_error, what):
+    assert abs(value - expected) <= 6 * standard_error, \
+        f"{what}: {value} vs {expected} (6 standard errors: {6 * standard_error:.2e})"
+
+
+def _check_uniform(u: torch.Tensor, low=0.0, high=1.0):
+    u = u.double().flatten()
+    n, span = u.numel(), high - low
+    assert low <= u.min().item() and u.max().item() < high
+    _within(u.mean().item(), (low + high) / 2, span / math.sqrt(12 * n), "mean")
+    _within(u.var().item(), span ** 2 / 12, span ** 2 * math.sqrt((1 / 80 - 1 / 144) / n), "variance")
+    counts = torch.histc(u, bins=16, min=low, max=high)
+    for count in counts.tolist():
+        _within(count / n, 1 / 16, math.sqrt(1 / 16 * 15 / 16 / n), "histogram bin")
+    centered = u - u.mean()
+    lag1 = (centered[1:] * centered[:-1]).mean() / centered.var()
+    _within(lag1.item(), 0.0, 1 / math.sqrt(n), "correlation of neighbours")
+
+
+def test_rand_and_randn_have_their_distributions(backend):
+    def draw(x):
+        return torch.rand(x.shape, device=x.device), torch.randn(x.shape, device=x.device) * 2 + x
+
+    with Compiled() as rec:
+        u, g = braze.compile(draw)(torch.ones(N // 256, 256))
+    assert rec.graphs and not rec.failures
+    _check_uniform(u)
+    g = (g.double() - 1) / 2
+    _within(g.mean().item(), 0.0, 1 / math.sqrt(N), "normal mean")
+    _within(g.var().item(), 1.0, math.sqrt(2 / N), "normal variance")
+    _within((g.abs() < 1).double().mean().item(), math.erf(1 / math.sqrt(2)), 0.5 / math.sqrt(N), "within one sigma")
+
+
+def test_same_seed_same_numbers_and_each_call_new_ones(backend):
+    def draw(x):
+        return x + torch.rand_like(x), torch.rand_like(x)  # two random tensors: two streams
+
+    fn = braze.compile(draw)
+    x = torch.zeros(4096)
+    torch.manual_seed(11)
+    first = fn(x)
+    torch.manual_seed(11)
+    again = fn(x)
+    later = fn(x)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not torch.equal(first[0], later[0])
+    assert (first[0] == first[1]).sum().item() < 10  # the graph's two tensors draw other counters
+
+
+def test_cpp_and_triton_draw_the_same_uniforms(monkeypatch):
+    """The C++ Philox is Triton's: from one seed both backends give the same bits."""
+    def draw(x):
+        return torch.rand(x.shape) * x, torch.rand(x.shape, dtype=torch.bfloat16)
+
+    x = torch.rand(300, 70) + 1
+    results = []
+    for name in ("cpp", "triton"):
+        torch._dynamo.reset()
+        if name == "triton":
+            monkeypatch.setenv("TRITON_INTERPRET", "1")
+        with braze.config.patch(cpu_backend=name):
+            torch.manual_seed(5)
+            results.append(braze.compile(draw)(x))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_output_and_gradient_follow_its_mask(backend, dtype):
+    p = 0.1
+    x = (torch.rand(N // 512, 512) + 0.5).to(_device(), dtype).requires_grad_()
+    g = (torch.rand(x.shape) + 0.5).to(_device(), dtype)
+
+    def step(x):
+        return F.dropout(x * 2, p, training=True)
+
+    with Compiled() as rec:
+        y = braze.compile(step)(x)
+        y.backward(g)
+    assert len(rec.graphs) == 2 and not rec.failures
+    assert sum(len(graph.fallbacks) for graph in rec.graphs) == 0
+    keep = y != 0
+    _within(keep.double().mean().item(), 1 - p, math.sqrt(p * (1 - p) / N), "kept fraction")
+    scale = 1.0 / (1.0 - p)
+    twice = (x.detach() * 2).float()
+    assert torch.equal(y.float(), torch.where(keep, (twice * scale).to(dtype).float(), 0.0))
+    assert torch.equal(x.grad.float(), torch.where(keep, (g.float() * scale).to(dtype).float() * 2, 0.0))
+
+
+def test_dropout_fuses_into_one_kernel():
+    def fn(x):
+        return F.dropout(x * 2, 0.2, training=True) + 1
+
+    report = braze.explain(fn, torch.randn(1000))
+    assert len(report.kernels) == 1 and not report.fallbacks
+    assert "aten.rand.default" in report.kernels[0].ops
+    assert report.externs == ["aten.randint.low"]  # the call's seed
+
+
+def test_bernoulli_and_uniform(backend):
+    def draw(x):
+        return torch.bernoulli(x, 0.3), torch.empty_like(x).uniform_(-2.0, 3.0)
+
+    with Compiled() as rec:
+        hits, u = braze.compile(draw)(torch.zeros(N))
+    assert rec.graphs and not rec.failures and not any(g.fallbacks for g in rec.graphs)
+    assert set(hits.unique().tolist()) <= {0.0, 1.0}
+    _within(hits.double().mean().item(), 0.3, math.sqrt(0.21 / N), "bernoulli mean")
+    _check_uniform(u, -2.0, 3.0)
+
+
+def test_low_precision_uniforms_stay_below_one(backend):
+    with Compiled() as rec:
+        u = braze.compile(lambda x: torch.rand_like(x))(torch.zeros(N, dtype=torch.bfloat16))
+    assert rec.graphs
+    assert u.max().item() < 1.0 and u.unique().numel() == 256  # bfloat16's 8-bit grid: k / 256
+
+
+def test_fallback_random_gives_eagers_numbers():
+    def fn(x):
+        return F.dropout(x + 1, 0.3, training=True), torch.rand(x.shape, device=x.device)
+
+    x = torch.randn(64, 33, device=_device())
+    torch.manual_seed(7)
+    expected = fn(x)
+    with braze.config.patch(fallback_random=True):
+        with Compiled() as rec:
+            torch.manual_seed(7)
+            actual = braze.compile(fn)(x)
+    assert rec.graphs and any(rec.graphs[0].fallbacks)
+    for a, e in zip(actual, expected):
+        assert torch.equal(a, e)
+
+
+def test_float64_random_numbers_run_through_aten():
+    """A double's 53 random bits are not drawn in kernels (their float32 uniform has 24):
+    ATen draws them, eager's numbers from the same seed."""
+    def fn(x):
+        return torch.rand(x.shape, dtype=torch.float64, device=x.device) + x
+
+    x = torch.randn(100, device=_device(), dtype=torch.float64)
+    torch.manual_seed(3)
+    expected = fn(x)
+    with Compiled() as rec:
+        torch.manual_seed(3)
+        actual = braze.compile(fn)(x)
+    assert rec.graphs and "aten.rand.default" in rec.graphs[0].fallbacks
+    assert torch.equal(actual, expected)
+
+
+def test_training_with_dropout_modules_compiles_without_fallbacks(backend):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Dropout(0.1),
+                                torch.nn.Linear(128, 64), torch.nn.Dropout(0.1), torch.nn.LayerNorm(64))
+    model.to(_device()).train()
+    x = torch.randn(32, 64).to(_device())
+    with Compiled() as rec:
+        out = torch.compile(model, backend="braze")(x)
+        out.sum().backward()
+    assert len(rec.graphs) == 2 and not any(g.fallbacks for g in rec.graphs)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())

@@ -31,6 +31,8 @@ class Case:
     bytes_moved: int | None = None    # None: inputs + outputs, computed from one eager call
     no_gbs: bool = False              # matmul-bound: GB/s means nothing
     mutates: bool = False             # compare the arguments after the call, too
+    reference: Callable | None = None  # random draws: reference(args, result) -> eager's result for the
+                                       # compiled call's own draws (default: eager's own call)
 
     def run(self, fn, args):
         return self.step(fn, args) if self.step else fn(*args)
@@ -161,6 +163,34 @@ def bias_residual_layernorm(device, shape):
                 _randn(shape, device, dtype, s + 2), _randn(d, device, dtype, s + 3),
                 _randn(d, device, dtype, s + 4))
     return Case(fn, make, f"{_dims(shape)} bf16, returns (norm, sum)")
+
+
+@workload("dropout+residual+LayerNorm", cpu=dict(shape=(4096, 1024)), cuda=dict(shape=(16384, 4096)),
+          note="training-mode dropout (p 0.1) of x + bias, added to the residual, then LayerNorm: the "
+               "random numbers differ from eager's; checked against eager given the compiled call's mask")
+def dropout_residual_layernorm(device, shape):
+    dtype, d, p = torch.bfloat16, shape[-1:], 0.1
+
+    def fn(x, bias, residual, w, b):
+        h = residual + F.dropout(x + bias, p, training=True)
+        return F.layer_norm(h, d, w, b), h
+
+    def reference(args, result):
+        """Eager's result with the compiled call's mask: an element was dropped where its sum
+        is the residual (a kept one that rounds to it gives the same value either way)."""
+        x, bias, residual, w, b = args
+        kept = result[1] != residual
+        dropped = 1 - kept.double().mean().item()
+        if abs(dropped - p) > 0.01:
+            raise AssertionError(f"dropped {dropped:.4f} of the elements, not about {p}")
+        h = residual + torch.where(kept, (x + bias) * (1 / (1 - p)), 0)
+        return F.layer_norm(h, d, w, b), h
+
+    def make(s):
+        return (_randn(shape, device, dtype, s), _randn(d, device, dtype, s + 1),
+                _randn(shape, device, dtype, s + 2), _randn(d, device, dtype, s + 3),
+                _randn(d, device, dtype, s + 4))
+    return Case(fn, make, f"{_dims(shape)} bf16, p 0.1, returns (norm, sum)", reference=reference)
 
 
 @workload("cross-entropy 32k vocab", cpu=dict(rows=256, vocab=32000), cuda=dict(rows=8192, vocab=32000))

@@ -72,9 +72,9 @@ def test_same_seed_same_numbers_and_each_call_new_ones(backend):
 def test_cpp_and_triton_draw_the_same_uniforms(monkeypatch):
     """The C++ Philox is Triton's: from one seed both backends give the same bits."""
     def draw(x):
-        return torch.rand(x.shape) * x, torch.rand(x.shape, dtype=torch.bfloat16)
+        return torch.rand(x.shape, device=x.device) * x, torch.rand(x.shape, dtype=torch.bfloat16, device=x.device)
 
-    x = torch.rand(300, 70) + 1
+    x = torch.rand(300, 70, device="cpu") + 1
     results = []
     for name in ("cpp", "triton"):
         torch._dynamo.reset()

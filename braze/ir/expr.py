@@ -116,7 +116,7 @@ class Op(enum.Enum):
     # the body of a scan node, never inside another expression: args (value,); arg
     # (combine, dim): "sum" or "prod", folded along the node's dimension dim
     SCAN = "scan"
-    # a float32 random number, a pure function of args (seed int64, offset int32 or int64): arg
+    # a float32 random number, a pure function of args (seed, offset), both int64: arg
     # "rand" (uniform in [0, 1)) or "randn" (standard normal); Philox4x32-10 as Triton's
     # tl.rand and tl.randn, counter = offset, key = seed (``random``)
     RANDOM = "random"
@@ -323,8 +323,8 @@ def random(seed: Expr, offset: Expr, kind: str) -> Expr:
     """Element ``offset`` of the random stream ``seed``: ``kind`` "rand" (uniform in [0, 1))
     or "randn" (standard normal), float32. The same (seed, offset) gives the same number
     wherever it is computed, so a random value may be recomputed like any other."""
-    if kind not in ("rand", "randn") or seed.dtype is not torch.int64 or offset.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"braze IR: random needs kind rand or randn, an int64 seed and an int offset, got "
+    if kind not in ("rand", "randn") or seed.dtype is not torch.int64 or offset.dtype is not torch.int64:
+        raise TypeError(f"braze IR: random needs kind rand or randn and int64 seed and offset, got "
                         f"{kind}, {seed.dtype}, {offset.dtype}")
     return Expr(Op.RANDOM, torch.float32, (seed, offset), kind)
 

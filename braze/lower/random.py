@@ -55,11 +55,10 @@ def random_values(ctx, kind: str, sizes) -> Expr:
     sizes = tuple(int(s) for s in sizes)
     if config.fallback_random:
         raise Unsupported("fallback_random is on")
-    seed, base = _seed(ctx), ctx.random_offset
+    seed = _seed(ctx)
+    flat = cast(S.ravel(out_vars(sizes), sizes), torch.int64)
+    offset = binary(Op.ADD, flat, const(ctx.random_offset, torch.int64)) if ctx.random_offset else flat
     ctx.random_offset += math.prod(sizes)
-    wide = torch.int64 if ctx.random_offset > 2 ** 31 else torch.int32  # int32: no 64-bit math on a GPU
-    flat = cast(S.ravel(out_vars(sizes), sizes), wide)
-    offset = binary(Op.ADD, flat, const(base, wide)) if base else flat
     return random(seed, offset, kind)
 
 

@@ -367,11 +367,8 @@ def philox_words(seed, offset):
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
     k1 = (seed >> 32).to(tl.uint32)
     c0 = offset.to(tl.uint32)
+    c1 = (offset >> 32).to(tl.uint32)
     c2 = c0 * 0
-    if tl.constexpr(offset.dtype.primitive_bitwidth) > 32:
-        c1 = (offset >> 32).to(tl.uint32)
-    else:
-        c1 = c2
     c3 = c2
     for _ in tl.static_range(10):
         a0 = c0

@@ -180,3 +180,32 @@ def test_training_with_dropout_modules_compiles_without_fallbacks(backend):
         out.sum().backward()
     assert len(rec.graphs) == 2 and not any(g.fallbacks for g in rec.graphs)
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_normal_and_exponential(backend):
+    def draw(mean, std, x):
+        return torch.normal(mean, std), torch.normal(mean, 2.0), torch.empty_like(x).normal_(3.0, 0.5), \
+            torch.empty_like(x).exponential_(4.0)
+
+    mean = (torch.rand(N // 64, 64) * 4 - 2).to(_device())
+    std = (torch.rand(N // 64, 64) + 0.5).to(_device())
+    with Compiled() as rec:
+        a, b, c, e = braze.compile(draw)(mean, std, torch.zeros(N // 64, 64))
+    assert rec.graphs and not rec.failures and not any(g.fallbacks for g in rec.graphs)
+    for z in ((a - mean) / std, (b - mean) / 2, (c - 3.0) / 0.5):
+        z = z.double()
+        _within(z.mean().item(), 0.0, 1 / math.sqrt(N), "normal mean")
+        _within(z.var().item(), 1.0, math.sqrt(2 / N), "normal variance")
+    assert e.min().item() > 0
+    e = e.double()
+    _within(e.mean().item(), 0.25, 0.25 / math.sqrt(N), "exponential mean")
+    _within((e > 0.25).double().mean().item(), math.exp(-1), math.sqrt(math.exp(-1) * (1 - math.exp(-1)) / N),
+            "exponential tail")
+
+
+def test_gumbel_softmax_compiles_without_fallbacks(backend):
+    logits = torch.randn(64, 10).to(_device())
+    with Compiled() as rec:
+        y = braze.compile(lambda t: F.gumbel_softmax(t, tau=0.5, hard=True))(logits)
+    assert rec.graphs and not any(g.fallbacks for g in rec.graphs)
+    assert torch.equal(y.sum(-1), torch.ones(64, device=y.device)) and set(y.unique().tolist()) <= {0.0, 1.0}

@@ -1,6 +1,6 @@
 """Lowering rules for random numbers: ``rand``, ``randn`` (and their ``_like`` forms),
-``bernoulli`` with a probability, ``uniform``; dropout reaches them through the
-decomposition in ``braze.decompositions``.
+``bernoulli`` with a probability, ``uniform``, ``normal``, ``exponential``; dropout
+reaches them through the decomposition in ``braze.decompositions``.
 
 Takes: the op's sizes and dtype. Gives: compute nodes whose bodies compute their
 random numbers in the kernel (``ir.expr.random``: Philox4x32-10, Triton's own
@@ -28,10 +28,10 @@ import torch
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, binary, cast, const, index, load, random, unary
+from braze.ir.expr import Expr, Op, binary, cast, const, index, load, random, unary, where
 from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register
-from braze.lower.pointwise import finish
+from braze.lower.pointwise import as_expr, finish
 
 aten = torch.ops.aten
 
@@ -135,3 +135,44 @@ def _uniform(ctx, x, low=0.0, high=1.0, **kwargs):
     u = _on_grid(random_values(ctx, "rand", x.sizes), dtype)
     span = binary(Op.MUL, u, const(float(high) - float(low), torch.float32))
     return finish(ctx, binary(Op.ADD, span, const(float(low), torch.float32)), dtype, x.sizes)
+
+
+def _normal_of(ctx, mean, std) -> TensorValue:
+    """``mean + std * z``, ``z`` standard normal, over the op's result (means and deviations
+    broadcast, tensors or numbers)."""
+    out = ctx.out
+    dtype, sizes = _float_dtype(out.dtype), tuple(out.shape)
+    z = random_values(ctx, "randn", sizes)
+    spread = binary(Op.MUL, as_expr(std, sizes, torch.float32), z)
+    return finish(ctx, binary(Op.ADD, as_expr(mean, sizes, torch.float32), spread), dtype, sizes)
+
+
+@register(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor)
+def _normal(ctx, mean=0.0, std=1.0, **kwargs):
+    _generator_free(kwargs)
+    return _normal_of(ctx, mean, std)
+
+
+@register(aten.normal.float_float)
+def _normal_sized(ctx, mean, std, size, **kwargs):
+    _generator_free(kwargs)
+    return _normal_of(ctx, mean, std)
+
+
+@register(aten.normal_functional.default)
+def _normal_functional(ctx, x, mean=0.0, std=1.0, **kwargs):
+    _generator_free(kwargs)
+    return _normal_of(ctx, mean, std)
+
+
+@register(aten.exponential.default)
+def _exponential(ctx, x, lambd=1.0, **kwargs):
+    """``-log(u) / lambd`` as eager's CUDA transformation: ``u`` within half an epsilon of 1
+    takes ``log(u) = -eps / 2``, so no result is 0."""
+    _generator_free(kwargs)
+    dtype = _float_dtype(x.dtype)
+    u = random_values(ctx, "rand", x.sizes)
+    half_eps = torch.finfo(torch.float32).eps / 2
+    log_u = where(binary(Op.GE, u, const(1.0 - half_eps, torch.float32)), const(-half_eps, torch.float32),
+                  unary(Op.LOG, u))
+    return finish(ctx, binary(Op.MUL, log_u, const(-1.0 / float(lambd), torch.float32)), dtype, x.sizes)

@@ -62,12 +62,12 @@ def random_values(ctx, kind: str, sizes) -> Expr:
     return random(seed, offset, kind)
 
 
-def _float_dtype(dtype):
-    if dtype is None:
-        dtype = torch.get_default_dtype()
-    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise Unsupported(f"random numbers of dtype {dtype}")  # float64 keeps ATen's 53 bits
-    return dtype
+def _result(ctx) -> tuple:
+    """The op's result dtype and sizes; float64 keeps ATen's 53 random bits (ours have 24)."""
+    out = ctx.out
+    if out.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise Unsupported(f"random numbers of dtype {out.dtype}")
+    return out.dtype, tuple(out.shape)
 
 
 def _on_grid(u: Expr, dtype) -> Expr:
@@ -85,36 +85,18 @@ def _generator_free(kwargs) -> None:
         raise Unsupported("an explicit generator")
 
 
-def _uniform_tensor(ctx, sizes, dtype) -> TensorValue:
+@register(aten.rand.default, aten.rand_like.default)
+def _rand(ctx, *args, **kwargs):
+    _generator_free(kwargs)
+    dtype, sizes = _result(ctx)
     return finish(ctx, _on_grid(random_values(ctx, "rand", sizes), dtype), dtype, sizes)
 
 
-def _normal_tensor(ctx, sizes, dtype) -> TensorValue:
+@register(aten.randn.default, aten.randn_like.default)
+def _randn(ctx, *args, **kwargs):
+    _generator_free(kwargs)
+    dtype, sizes = _result(ctx)
     return finish(ctx, random_values(ctx, "randn", sizes), dtype, sizes)
-
-
-@register(aten.rand.default)
-def _rand(ctx, size, **kwargs):
-    _generator_free(kwargs)
-    return _uniform_tensor(ctx, size, _float_dtype(kwargs.get("dtype")))
-
-
-@register(aten.rand_like.default)
-def _rand_like(ctx, x, **kwargs):
-    _generator_free(kwargs)
-    return _uniform_tensor(ctx, x.sizes, _float_dtype(kwargs.get("dtype") or x.dtype))
-
-
-@register(aten.randn.default)
-def _randn(ctx, size, **kwargs):
-    _generator_free(kwargs)
-    return _normal_tensor(ctx, size, _float_dtype(kwargs.get("dtype")))
-
-
-@register(aten.randn_like.default)
-def _randn_like(ctx, x, **kwargs):
-    _generator_free(kwargs)
-    return _normal_tensor(ctx, x.sizes, _float_dtype(kwargs.get("dtype") or x.dtype))
 
 
 @register(aten.bernoulli.p)
@@ -131,17 +113,16 @@ def _bernoulli(ctx, x, p=0.5, **kwargs):
 def _uniform(ctx, x, low=0.0, high=1.0, **kwargs):
     """``low + (high - low) * u``, ``u`` uniform in [0, 1) on the dtype's grid."""
     _generator_free(kwargs)
-    dtype = _float_dtype(x.dtype)
-    u = _on_grid(random_values(ctx, "rand", x.sizes), dtype)
+    dtype, sizes = _result(ctx)
+    u = _on_grid(random_values(ctx, "rand", sizes), dtype)
     span = binary(Op.MUL, u, const(float(high) - float(low), torch.float32))
-    return finish(ctx, binary(Op.ADD, span, const(float(low), torch.float32)), dtype, x.sizes)
+    return finish(ctx, binary(Op.ADD, span, const(float(low), torch.float32)), dtype, sizes)
 
 
 def _normal_of(ctx, mean, std) -> TensorValue:
     """``mean + std * z``, ``z`` standard normal, over the op's result (means and deviations
     broadcast, tensors or numbers)."""
-    out = ctx.out
-    dtype, sizes = _float_dtype(out.dtype), tuple(out.shape)
+    dtype, sizes = _result(ctx)
     z = random_values(ctx, "randn", sizes)
     spread = binary(Op.MUL, as_expr(std, sizes, torch.float32), z)
     return finish(ctx, binary(Op.ADD, as_expr(mean, sizes, torch.float32), spread), dtype, sizes)
@@ -170,9 +151,9 @@ def _exponential(ctx, x, lambd=1.0, **kwargs):
     """``-log(u) / lambd`` as eager's CUDA transformation: ``u`` within half an epsilon of 1
     takes ``log(u) = -eps / 2``, so no result is 0."""
     _generator_free(kwargs)
-    dtype = _float_dtype(x.dtype)
-    u = random_values(ctx, "rand", x.sizes)
+    dtype, sizes = _result(ctx)
+    u = random_values(ctx, "rand", sizes)
     half_eps = torch.finfo(torch.float32).eps / 2
     log_u = where(binary(Op.GE, u, const(1.0 - half_eps, torch.float32)), const(-half_eps, torch.float32),
                   unary(Op.LOG, u))
-    return finish(ctx, binary(Op.MUL, log_u, const(-1.0 / float(lambd), torch.float32)), dtype, x.sizes)
+    return finish(ctx, binary(Op.MUL, log_u, const(-1.0 / float(lambd), torch.float32)), dtype, sizes)

@@ -79,8 +79,8 @@ KNOBS = (
          "in inference graphs, run matrix products x @ W1.T, x @ W2.T, ... of one x as one "
          "product with the weights concatenated (q/k/v projections)"),
     Knob("fallback_random", "BRAZE_FALLBACK_RANDOM", False, _flag,
-         "run rand, randn, bernoulli, uniform and dropout through ATen, giving eager's numbers from the "
-         "same seed (off: drawn inside the fused kernels, Philox as Triton's tl.rand)"),
+         "run rand, randn, bernoulli, uniform, normal, exponential and dropout through ATen, giving "
+         "eager's numbers from the same seed (off: drawn inside the fused kernels, Philox as Triton's tl.rand)"),
     Knob("specialize_dynamic", "BRAZE_SPECIALIZE_DYNAMIC", True, _flag,
          "compile graphs with symbolic sizes once per concrete shape at run time"),
     # inlining and fusion

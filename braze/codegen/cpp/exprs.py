@@ -159,9 +159,10 @@ class CPrinter:
 
 def convert(text: str, source, target) -> str:
     if source is torch.bool and target in dtypes.FLOATS:  # a select: GCC vectorizes no bool-to-float cast
-        one, zero = ("1.0", "0.0") if target is torch.float64 else ("1.0f", "0.0f")
-        return convert(f"({text} ? {one} : {zero})", torch.float32 if target is not torch.float64 else target,
-                       target)
+        wide = target is torch.float64
+        text, source = (f"({text} ? 1.0 : 0.0)", target) if wide else (f"({text} ? 1.0f : 0.0f)", torch.float32)
+        if source is target:
+            return text
     if source is torch.bfloat16:
         text, source = f"bf16_to_f32({text})", torch.float32
         if target is torch.float32:

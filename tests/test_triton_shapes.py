@@ -104,11 +104,25 @@ def test_row_statistics_divide_by_a_power_of_two_as_a_product():
         assert ("* 0.0009765625" in report.graphs[0].source) == (not divided)
 
 
-def test_layer_norm_row_folds_deviations_and_squares_in_one_tree():
+def test_layer_norm_row_sums_the_row_then_its_squared_deviations():
     x, w, b = torch.randn(8, 1024), torch.randn(1024), torch.randn(1024)
     report = assert_shape(["row"], lambda x, w, b: F.layer_norm(x, (1024,), w, b), x, w, b, atol=1e-5, rtol=1e-4)
     trees = re.findall(r"tl\.reduce\(.*, 1, (\w+), keep_dims=True\)", report.graphs[0].source)
-    assert trees == ["add", "add2"]  # the mean's sum, then the deviations' sum and square sum
+    assert trees == ["add", "add"]  # two levels: the mean's sum, then the squared deviations' sum
+
+
+@pytest.mark.parametrize("shape, dims, kind, even", [
+    ((4, 4096), (1,), "row_loop", True), ((4, 4100), (1,), "row_loop", False),
+    ((16, 4, 64, 64), (0, 2, 3), "split", True), ((16, 4, 60, 60), (0, 2, 3), "split", False)])
+def test_looped_variance_divides_once_per_step_where_chunks_fill_the_row(shape, dims, kind, even, short_registers):
+    """In a loop whose chunks all lie inside the row every lane has folded the same count:
+    Welford's step takes its weights as scalars (``welford_step``, one division per chunk,
+    not per element). A row with a partial chunk keeps the per-lane merge."""
+    x = torch.randn(shape) * 2 + 50
+    report = assert_shape([kind], lambda x: torch.var_mean(x, dims, correction=0), x)
+    first = report.graphs[0].source.split("_finish")[0]
+    assert ("welford_step(acc" in first) == even
+    assert ("welford_combine(acc" in first) == (not even)
 
 
 def test_loss_gathers_in_the_row_kernel_not_in_its_one_program_mean():

@@ -357,6 +357,18 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     f = true_div(n_b, tl.where(n == 0, 1.0, n))
     return mean_a + delta * f, m2_a + m2_b + delta * delta * n_a * f, n
 '''),
+    "welford_step": ("true_div", '''
+@triton.jit
+def welford_step(mean, m2, weight, x, step):
+    """Welford's update by x of lanes that have all folded ``step`` elements before it (a
+    loop whose chunks lie inside the row): the weights 1 / n and (n - 1) / n are scalars,
+    one division per step instead of one per lane (``welford_combine`` with n_b = 1)."""
+    one = tl.full([], 1.0, mean.dtype)
+    n = one * (step + 1)
+    f = true_div(one, n)
+    delta = x - mean
+    return mean + delta * f, m2 + delta * delta * ((n - 1.0) * f), weight + 1.0
+'''),
     # ------------------------------------------------------------ random numbers
     "philox_words": ("", '''
 @triton.jit

@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import replace
 
-from braze.codegen.triton.shapes import Shape, _warps, cdiv, even_loop, loop_warps, next_pow2, row_warps
+from braze.codegen.triton.shapes import Shape, _warps, cdiv, loop_warps, next_pow2, row_warps
 from braze.runtime import cache
 
 MAX_CANDIDATES = 4
@@ -72,9 +72,6 @@ def candidates(plan, shape: Shape) -> list:
         options = [{"XBLOCK": x, "RBLOCK": r} for x, r in ((32, 64), (64, 32), (128, 16))]
     else:
         options = []
-    # a loop whose chunks lie inside the row steps Welford's lanes by scalar weights: keep that true or false
-    even = even_loop(shape.name, plan.reduce_numel(), b)
-    options = [o for o in options if even_loop(shape.name, plan.reduce_numel(), {**b, **o}) == even]
     found = [first]
     for blocks in options:
         size = math.prod(blocks.get(k, b.get(k, 1)) for k in ("XBLOCK", "YBLOCK", "RBLOCK"))

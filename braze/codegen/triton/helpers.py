@@ -359,15 +359,16 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 '''),
     "welford_step": ("true_div", '''
 @triton.jit
-def welford_step(mean, m2, weight, x, step):
-    """Welford's update by x of lanes that have all folded ``step`` elements before it (a
-    loop whose chunks lie inside the row): the weights 1 / n and (n - 1) / n are scalars,
-    one division per step instead of one per lane (``welford_combine`` with n_b = 1)."""
+def welford_step(mean, m2, weight, x, w, step):
+    """Welford's update of a loop's lanes by x (w: 1, or 0 for a lane past the row). A lane
+    leaves the row only at its end, so each lane still in it has folded ``step`` elements
+    before x: the weights 1 / n and (n - 1) / n are scalars, one division per step instead
+    of one per lane (``welford_combine`` with n_b = w)."""
     one = tl.full([], 1.0, mean.dtype)
     n = one * (step + 1)
     f = true_div(one, n)
-    delta = x - mean
-    return mean + delta * f, m2 + delta * delta * ((n - 1.0) * f), weight + 1.0
+    delta = (x - mean) * w
+    return mean + delta * f, m2 + delta * delta * ((n - 1.0) * f), weight + w
 '''),
     # ------------------------------------------------------------ random numbers
     "philox_words": ("", '''

@@ -29,7 +29,7 @@ from braze.codegen.triton.helpers import is_helper
 from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import finish_level
-from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape, even_loop
+from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
 from braze.fuse.kernel import KernelPlan
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
@@ -70,14 +70,13 @@ class TritonKernel:
         self.sources: list = []
         self.constexprs: list = []  # per function: its constexpr parameters
         self.unmasked: set = set()  # block axes that never run past their loop (no mask)
-        self.even = False  # a looped reduction whose chunks all lie inside the row
         self.guards = guarded_loads(plan.expressions(), plan.extents)  # loads masked by where-conditions
 
     # ------------------------------------------------------------------ interface
 
     def source(self, name: str) -> str:
         """The kernel's function(s), named ``name`` (``name_finish`` for a split's second)."""
-        self.sources, self.constexprs, self.unmasked, self.even = [], [], set(), False
+        self.sources, self.constexprs, self.unmasked = [], [], set()
         getattr(self, f"_{self.shape.name}")(name)
         return "\n\n".join(self.sources)
 
@@ -245,7 +244,6 @@ class TritonKernel:
         self._end()
 
     def _row_loop(self, name: str) -> None:
-        self._even_lanes()
         self._reduction_head(name, ["XBLOCK", "RBLOCK"])
         self._levels_looped("range(0, rnumel, RBLOCK)")
         self._end()
@@ -323,13 +321,6 @@ class TritonKernel:
                     self._finish(acc, owners, fields, self._printer("    "))
         return partials
 
-    def _even_lanes(self) -> None:
-        """In a loop whose chunks all lie inside the row, every lane folds one element per
-        step (``_accumulate``: Welford's weights are scalars). The loop keeps its ``rmask``
-        (all true): dropping it made a ResNet-50 BatchNorm backward's split sums slower on the
-        H100 (0.288 -> 0.317 ms, ``.device/stepab.sh``)."""
-        self.even = even_loop(self.shape.name, self.plan.reduce_numel(), self.shape.blocks)
-
     def _long_lanes(self) -> bool:
         """Does a lane of the reduction loop fold a long sequence of elements?"""
         blocks = self.shape.blocks
@@ -340,7 +331,6 @@ class TritonKernel:
     # ------------------------------------------------------------------ split
 
     def _split(self, name: str) -> None:
-        self._even_lanes()
         self._reduction_head(name, ["XBLOCK", "RBLOCK", "RCHUNK"])
         self._emit("    ", f"rstart = {self._pid(1)} * RCHUNK")
         self.workspaces = []
@@ -434,10 +424,10 @@ class TritonKernel:
         if acc.family == "sum":
             self._emit(indent, f"{names[0]} = {names[0]} + {elements[0]}")
             return
-        if acc.family == "welford" and self.even:  # a loop's step, every lane full
+        if acc.family == "welford":  # a loop's step: lanes fold one element (or none, past the row)
             self._use("welford_step")
             self._emit(indent, f"{', '.join(names)} = welford_step({', '.join(names)}, {elements[0]}, "
-                               f"roffset // RBLOCK)")
+                               f"{elements[2]}, roffset // RBLOCK)")
             return
         self._use(acc.combine)
         self._emit(indent, f"{', '.join(names)} = {acc.combine}({', '.join(names + elements)})")

@@ -309,14 +309,6 @@ def _splittable(plan) -> bool:
     return True
 
 
-def even_loop(name: str, rnumel: int, blocks: dict) -> bool:
-    """Does every chunk of a looped reduction (``row_loop``, ``column``, ``split``) lie
-    inside the row, so that all its lanes fold the same number of elements?"""
-    if name not in ("row_loop", "column", "split"):
-        return False
-    return rnumel % blocks["RCHUNK" if name == "split" else "RBLOCK"] == 0
-
-
 def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     column = orientation == "column"

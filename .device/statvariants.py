@@ -1,8 +1,9 @@
 """Variants of braze's statistics code on the GPU, timed side by side in one process with Inductor:
 - Welford's merge (``welford_combine``, also each element's step in split and looped reductions) with
   the weight n_b / n as an IEEE division (as built), Triton's '/' (div.full.f32) or fast_dividef;
-- a row kernel's variance (``rows._moments``) with the mean's correction (as built) or without it
-  (mean from one sum, then the sum of squared deviations: Inductor's persistent Welford).
+- a row kernel's variance (``rows._moments``) as built (mean from one sum, then the sum of squared
+  deviations: Inductor's persistent Welford) or with the mean's correction (braze before e35bb4a; the
+  first run of this script, at a006d02, had them the other way round: built corrected, variant plain).
 Workloads: ResNet-50's BatchNorm statistics (var_mean over N, H, W at batch 64), BatchNorm backward's two
 sums, a BatchNorm training forward, and the row benchmarks' cases. Prints us and % of the copy's rate per
 variant (``none``: braze as built only; ``bn``: the same, BatchNorm cases only).
@@ -30,16 +31,20 @@ def welford_variant(name):
     helpers._HELPERS["welford_combine"] = (deps, text.replace(DIVISIONS["rn"], DIVISIONS[name]))
 
 
-def plain_moments(kernel, acc, member, printer):
-    """mean from one sum, m2 = sum((x - mean)^2): no correction of the mean's rounding."""
+def corrected_moments(kernel, acc, member, printer):
+    """The corrected two-pass variance braze used before commit e35bb4a: the deviations' sum s
+    repairs the mean's rounding, mean + s / n and sum(d * d) - s * s / n."""
     value = printer(member.value)
     text = acc.element(printer.tensor(value, member.value.dtype), None)[0]
-    count = rows.literal(float(kernel.plan.reduce_numel()), acc.acc_dtype)
+    dtype = acc.acc_dtype
+    count = rows.literal(float(kernel.plan.reduce_numel()), dtype)
     total, = rows.tree_sums(kernel, [kernel._lanes(text, value.axes, "0.0")], printer.indent)
-    mean = printer.temp(rows._divide(total, count, acc.acc_dtype), {"x"})
-    centered = printer.temp(kernel._lanes(f"{text} - {mean.text}", value.axes | {"x"}, "0.0"), {"x", "r"})
-    squares, = rows.tree_sums(kernel, [f"{centered.text} * {centered.text}"], printer.indent)
-    return [mean.text, squares, count]
+    rough = printer.temp(rows._divide(total, count, dtype), {"x"})
+    centered = printer.temp(kernel._lanes(f"{text} - {rough.text}", value.axes | {"x"}, "0.0"), {"x", "r"})
+    drift, squares = rows.tree_sums(kernel, [centered.text, f"{centered.text} * {centered.text}"], printer.indent)
+    mean = printer.temp(f"{rough.text} + {rows._divide(drift, count, dtype)}", {"x"})
+    m2 = printer.temp(f"{squares} - {drift} * {rows._divide(drift, count, dtype)}", {"x"})
+    return [mean.text, m2.text, count]
 
 
 def bn_stats(x):
@@ -88,7 +93,7 @@ def main():
     if which in ("welford", "all"):
         variants += [(f"welford {d}", lambda d=d: welford_variant(d)) for d in ("slash", "fast")]
     if which in ("moments", "all"):
-        variants += [("moments plain", lambda: setattr(rows, "_moments", plain_moments))]
+        variants += [("moments corrected", lambda: setattr(rows, "_moments", corrected_moments))]
     table = {}
     for label, fn, args in cases(rows=which != "bn"):
         moved = nbytes(args) + nbytes(fn(*args))

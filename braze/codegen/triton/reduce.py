@@ -108,9 +108,10 @@ class Accumulator:
         return [value]
 
     def constant_fields(self, mask: str, shape: str) -> list:
-        """Welford's m2 and weight of one element: 0, and 1 where ``mask`` (else 0)."""
+        """Welford's weight of one element: 1 where ``mask`` (else 0). Its m2, 0, is never
+        written out: a loop folds an element by ``welford_step(mean, m2, weight, x, w, step)``."""
         t = TL_TYPES[self.acc_dtype]
-        return [None, f"tl.full({shape}, 0.0, {t})", f"tl.broadcast_to({mask}.to({t}), {shape})"]
+        return [None, None, f"tl.broadcast_to({mask}.to({t}), {shape})"]
 
     def result(self, op: ReduceOp, fields: list) -> str:
         """The member's result, from the texts of the final fields."""

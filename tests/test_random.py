@@ -6,6 +6,7 @@ seed and new ones on the next call, dropout's output and gradient equal to what 
 own mask implies, and ``fallback_random`` giving eager's numbers bit for bit."""
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -67,6 +68,55 @@ def test_same_seed_same_numbers_and_each_call_new_ones(backend):
     assert all(torch.equal(a, b) for a, b in zip(first, again))
     assert not torch.equal(first[0], later[0])
     assert (first[0] == first[1]).sum().item() < 10  # the graph's two tensors draw other counters
+
+
+def _philox_words(seed: int, counters: np.ndarray) -> list:
+    """Philox4x32-10 (Salmon et al. 2011) of counters (counter low, counter high, 0, 0)
+    under key (seed low, seed high): its four words, in numpy uint64 holding 32-bit values."""
+    low = np.uint64(0xFFFFFFFF)
+    c0, c1 = counters & low, counters >> np.uint64(32)
+    c2 = c3 = np.zeros_like(counters)
+    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
+    for _ in range(10):
+        p0, p2 = np.uint64(0xD2511F53) * c0, np.uint64(0xCD9E8D57) * c2
+        c0, c2 = (p2 >> np.uint64(32)) ^ c1 ^ k0, (p0 >> np.uint64(32)) ^ c3 ^ k1
+        c1, c3 = p2 & low, p0 & low
+        k0, k1 = (k0 + np.uint64(0x9E3779B9)) & low, (k1 + np.uint64(0xBB67AE85)) & low
+    return [c0, c1, c2, c3]
+
+
+def _uniform_of_words(words: np.ndarray) -> torch.Tensor:
+    """Words to [0, 1) as the kernels map them: as int32, negatives folded to -x - 1."""
+    x = torch.from_numpy(words.astype(np.uint32).view(np.int32).astype(np.int64))
+    x = torch.where(x < 0, -x - 1, x)
+    return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32)
+
+
+def test_numbers_are_philox_words_four_to_a_counter(backend):
+    """A uniform is word i % 4 of counter i // 4, a normal the pair of words i % 2 of counter
+    i // 2 (Box-Muller), counted from a whole counter after the words of the graph's earlier
+    random tensors: checked against a numpy Philox from the call's seed."""
+    def draw(x):
+        return torch.rand(x.shape, device=x.device), torch.randn(x.shape, device=x.device)
+
+    x = torch.rand(37, 3, device=_device())
+    torch.manual_seed(3)
+    seed = int(torch.randint(0, 2 ** 63 - 1, [1], device=_device()).item())  # the call's seed
+    torch.manual_seed(3)
+    u, z = (t.cpu() for t in braze.compile(draw)(x))
+    n = x.numel()
+    words = _philox_words(seed, np.arange(n, dtype=np.uint64) // np.uint64(4))
+    lane = np.arange(n) % 4
+    expected_u = _uniform_of_words(np.choose(lane, words))
+    assert torch.equal(u.flatten(), expected_u)
+    first = -(-n // 4) * 4 // 2  # the normals' first number: the next whole counter, 2 words each
+    i = np.arange(first, first + n, dtype=np.uint64)
+    words = _philox_words(seed, i // np.uint64(2))
+    odd = (i % np.uint64(2)).astype(np.int64)
+    u1 = _uniform_of_words(np.choose(odd, [words[0], words[2]])).double().clamp(min=1.0e-7)
+    angle = _uniform_of_words(np.choose(odd, [words[1], words[3]])).double() * 6.283185307179586
+    expected_z = torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(angle)
+    torch.testing.assert_close(z.flatten().double(), expected_z, rtol=2e-6, atol=2e-6)
 
 
 def test_cpp_and_triton_draw_the_same_uniforms(monkeypatch):

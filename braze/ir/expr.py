@@ -117,8 +117,9 @@ class Op(enum.Enum):
     # (combine, dim): "sum" or "prod", folded along the node's dimension dim
     SCAN = "scan"
     # a float32 random number, a pure function of args (seed, offset), both int64: arg
-    # "rand" (uniform in [0, 1)) or "randn" (standard normal); Philox4x32-10 as Triton's
-    # tl.rand and tl.randn, counter = offset, key = seed (``random``)
+    # "rand" (uniform in [0, 1), word offset % 4 of Philox4x32-10's counter offset // 4) or
+    # "randn" (standard normal, words pair offset % 2 of counter offset // 2), key = seed
+    # (``random``)
     RANDOM = "random"
 
 
@@ -322,7 +323,13 @@ def cuda_rsqrt(x: Expr) -> Expr:
 def random(seed: Expr, offset: Expr, kind: str) -> Expr:
     """Element ``offset`` of the random stream ``seed``: ``kind`` "rand" (uniform in [0, 1))
     or "randn" (standard normal), float32. The same (seed, offset) gives the same number
-    wherever it is computed, so a random value may be recomputed like any other."""
+    wherever it is computed, so a random value may be recomputed like any other.
+
+    One Philox4x32-10 counter gives four 32-bit words: "rand" takes word ``offset % 4`` of
+    counter ``offset // 4``, "randn" the pair of words ``offset % 2`` of counter ``offset //
+    2`` (Box-Muller). Neighbouring offsets share a counter, so a kernel whose threads hold
+    aligned runs of offsets computes one Philox per four uniforms (the compiler sees the
+    equal counters), as eager's ``curand_uniform4`` does."""
     if kind not in ("rand", "randn") or seed.dtype is not torch.int64 or offset.dtype is not torch.int64:
         raise TypeError(f"braze IR: random needs kind rand or randn and int64 seed and offset, got "
                         f"{kind}, {seed.dtype}, {offset.dtype}")

@@ -107,7 +107,7 @@ class Lowerer:
         self.padded: set = set()  # matrix products stored with padded rows (see ``extern``)
         self.keep_padding = keep_padding  # outputs may keep that padding (not the backward's)
         self.random_seed: Expr | None = None  # this call's seed, once a random op needs it
-        self.random_offset = 0  # random numbers the graph's earlier random ops draw per call
+        self.random_offset = 0  # Philox words the graph's earlier random ops draw per call
 
     # ------------------------------------------------------------------ driving
 

@@ -3,15 +3,16 @@
 reaches them through the decomposition in ``braze.decompositions``.
 
 Takes: the op's sizes and dtype. Gives: compute nodes whose bodies compute their
-random numbers in the kernel (``ir.expr.random``: Philox4x32-10, Triton's own
-``tl.rand``/``tl.randn`` and the same generator in C++), so a dropout mask is fused
-with what reads it instead of splitting the kernel around an ATen call.
+random numbers in the kernel (``ir.expr.random``: Philox4x32-10 in Triton and
+the same generator in C++), so a dropout mask is fused with what reads it instead
+of splitting the kernel around an ATen call.
 
 Each compiled call draws one int64 seed from torch's generator for the graph's
-device (an extern ``randint``, so ``torch.manual_seed`` makes runs repeat); element
-``i`` of the graph's ``k``-th random tensor uses counter ``base_k + i``, ``base_k``
-the number of random elements of the tensors before it, so no two elements of a
-call share a number. The numbers are not eager's (eager's generators are not
+device (an extern ``randint``, so ``torch.manual_seed`` makes runs repeat). Numbers
+are counted in Philox words (four per counter; a uniform takes one, a normal two):
+the graph's ``k``-th random tensor starts at word ``base_k``, the words of the
+tensors before it rounded up to a whole counter, so no two elements of a call share
+a word and each tensor's first element starts a counter. The numbers are not eager's (eager's generators are not
 reproducible inside a kernel): ``config.fallback_random`` runs these ops through
 ATen instead, which then matches eager bit for bit from the same seed.
 
@@ -36,6 +37,8 @@ from braze.lower.pointwise import as_expr, finish
 aten = torch.ops.aten
 
 SEED_HIGH = 2 ** 63 - 1  # seeds are drawn from [0, SEED_HIGH)
+WORDS = {"rand": 1, "randn": 2}  # Philox words per number (``ir.expr.random``)
+COUNTER_WORDS = 4
 _DIGITS = {torch.bfloat16: 8, torch.float16: 11}  # mantissa digits eager's uniform keeps
 
 
@@ -51,14 +54,16 @@ def _seed(ctx) -> Expr:
 
 def random_values(ctx, kind: str, sizes) -> Expr:
     """``kind`` numbers over ``sizes`` (float32), element ``i`` in row-major order drawing
-    counter ``base + i``."""
+    the ``i``-th number of ``kind`` from word ``base`` on (``base`` a whole counter)."""
     sizes = tuple(int(s) for s in sizes)
     if config.fallback_random:
         raise Unsupported("fallback_random is on")
     seed = _seed(ctx)
     flat = cast(S.ravel(out_vars(sizes), sizes), torch.int64)
-    offset = binary(Op.ADD, flat, const(ctx.random_offset, torch.int64)) if ctx.random_offset else flat
-    ctx.random_offset += math.prod(sizes)
+    base = -(-ctx.random_offset // COUNTER_WORDS) * COUNTER_WORDS
+    ctx.random_offset = base + math.prod(sizes) * WORDS[kind]
+    first = base // WORDS[kind]
+    offset = binary(Op.ADD, flat, const(first, torch.int64)) if first else flat
     return random(seed, offset, kind)
 
 

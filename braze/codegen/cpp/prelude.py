@@ -166,39 +166,47 @@ static double b_digamma(double x) {
 BRAZE_INLINE double b_lgamma(double x) { int s; return lgamma_r(x, &s); }
 BRAZE_INLINE float b_lgamma(float x) { int s; return lgammaf_r(x, &s); }
 
-// Philox4x32-10 as Triton's tl.randint4x: counter (offset low, offset high, 0, 0), key (seed
-// low, seed high). Its first two words; the same bits as the Triton kernels draw.
-BRAZE_INLINE uint32_t b_mulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
-BRAZE_INLINE void b_philox(int64_t seed, int64_t offset, uint32_t* w0, uint32_t* w1) {
-  uint32_t c0 = (uint32_t)offset, c1 = (uint32_t)((uint64_t)offset >> 32), c2 = 0, c3 = 0;
+// Philox4x32-10 as Triton's tl.randint4x: counter (counter low, counter high, 0, 0), key
+// (seed low, seed high); the same bits as the Triton kernels draw. A kernel here computes
+// it per element, for the words that element takes: words 0 and 1 come out of the last
+// round's product by 0xCD9E8D57, words 2 and 3 out of its product by 0xD2511F53, so the
+// last round multiplies only the operands of the pair it needs.
+BRAZE_INLINE void b_philox_pair(int64_t seed, int64_t counter, uint32_t pair, uint32_t* first, uint32_t* second) {
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)((uint64_t)counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)((uint64_t)seed >> 32);
-  for (int r = 0; r < 10; r++) {
+  for (int r = 0; r < 9; r++) {
     const uint32_t a0 = c0, a2 = c2;
-    c0 = b_mulhi(0xCD9E8D57u, a2) ^ c1 ^ k0;
-    c2 = b_mulhi(0xD2511F53u, a0) ^ c3 ^ k1;
+    c0 = (uint32_t)(((uint64_t)0xCD9E8D57u * a2) >> 32) ^ c1 ^ k0;
+    c2 = (uint32_t)(((uint64_t)0xD2511F53u * a0) >> 32) ^ c3 ^ k1;
     c1 = 0xCD9E8D57u * a2;
     c3 = 0xD2511F53u * a0;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  *w0 = c0; *w1 = c1;
+  // selects by masks: a branch here is control flow to GCC, which then vectorizes nothing
+  const uint32_t low = pair - 1u;  // all ones for pair 0 (words 0, 1), zero for pair 1
+  const uint64_t p = (uint64_t)((0xCD9E8D57u & low) | (0xD2511F53u & ~low)) * ((c2 & low) | (c0 & ~low));
+  *first = (uint32_t)(p >> 32) ^ (((c1 ^ k0) & low) | ((c3 ^ k1) & ~low));
+  *second = (uint32_t)p;
 }
 // A word to [0, 1) as Triton's uint_to_uniform_float: as int32, negatives folded to -x - 1
-// (x ^ (x >> 31): a select here is control flow to GCC, which then vectorizes nothing)
+// (x ^ (x >> 31), not a select, for the same reason)
 BRAZE_INLINE float b_uniform(uint32_t w) {
   const int32_t x = (int32_t)w;
   return (float)(x ^ (x >> 31)) * 4.6566127342e-10f;
 }
+// Word offset % 4 of counter offset / 4 (ir.expr.random).
 BRAZE_INLINE float b_rand(int64_t seed, int64_t offset) {
-  uint32_t w0, w1;
-  b_philox(seed, offset, &w0, &w1);
-  return b_uniform(w0);
+  uint32_t first, second;
+  b_philox_pair(seed, offset >> 2, ((uint32_t)offset >> 1) & 1u, &first, &second);
+  const uint32_t odd = -((uint32_t)offset & 1u);
+  return b_uniform((first & ~odd) | (second & odd));
 }
-// Box-Muller on the first two words, as Triton's tl.randn.
+// Box-Muller on the pair of words offset % 2 of counter offset / 2, as Triton's tl.randn.
 BRAZE_INLINE float b_randn(int64_t seed, int64_t offset) {
-  uint32_t w0, w1;
-  b_philox(seed, offset, &w0, &w1);
-  const float u1 = b_fmax(b_uniform(w0), 1.0e-7f), th = 6.283185307179586f * b_uniform(w1);
+  uint32_t first, second;
+  b_philox_pair(seed, offset >> 1, (uint32_t)offset & 1u, &first, &second);
+  const float u1 = b_fmax(b_uniform(first), 1.0e-7f), th = 6.283185307179586f * b_uniform(second);
   return sqrtf(-2.0f * logf(u1)) * cosf(th);
 }
 """

@@ -373,14 +373,14 @@ def welford_step(mean, m2, weight, x, w, step):
     # ------------------------------------------------------------ random numbers
     "philox_words": ("", '''
 @triton.jit
-def philox_words(seed, offset):
-    """Philox4x32-10 of counter (offset low, offset high, 0, 0) under key (seed low, seed
-    high): its first two words, as Triton's tl.randint4x (and the C++ prelude's b_philox)."""
+def philox_words(seed, counter):
+    """Philox4x32-10 of counter (counter low, counter high, 0, 0) under key (seed low, seed
+    high): its four words, as Triton's tl.randint4x (and the C++ prelude's b_philox)."""
     seed = seed.to(tl.uint64)
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
     k1 = (seed >> 32).to(tl.uint32)
-    c0 = offset.to(tl.uint32)
-    c1 = (offset >> 32).to(tl.uint32)
+    c0 = counter.to(tl.uint32)
+    c1 = (counter >> 32).to(tl.uint32)
     c2 = c0 * 0
     c3 = c2
     for _ in tl.static_range(10):
@@ -392,7 +392,7 @@ def philox_words(seed, offset):
         c3 = a0 * 0xD2511F53
         k0 = k0 + 0x9E3779B9
         k1 = k1 + 0xBB67AE85
-    return c0, c1
+    return c0, c1, c2, c3
 '''),
     "uniform_of_word": ("", '''
 @triton.jit
@@ -405,18 +405,20 @@ def uniform_of_word(w):
     "philox_rand": ("philox_words uniform_of_word", '''
 @triton.jit
 def philox_rand(seed, offset):
-    """Uniform in [0, 1): element offset of stream seed (Triton's tl.rand, written out so the
-    interpreter runs it too: tl.rand is a @triton.jit function made at Triton's import)."""
-    w0, w1 = philox_words(seed, offset)
-    return uniform_of_word(w0)
+    """Uniform in [0, 1): word offset % 4 of counter offset // 4. Where a thread holds four
+    aligned neighbouring offsets, the compiler sees one counter and computes one Philox."""
+    c0, c1, c2, c3 = philox_words(seed, offset >> 2)
+    j = offset & 3
+    return uniform_of_word(tl.where(j < 2, tl.where(j == 0, c0, c1), tl.where(j == 2, c2, c3)))
 '''),
     "philox_randn": ("philox_words uniform_of_word", '''
 @triton.jit
 def philox_randn(seed, offset):
-    """Standard normal: Box-Muller on the first two words (Triton's tl.randn)."""
-    w0, w1 = philox_words(seed, offset)
-    u1 = tl.maximum(uniform_of_word(w0), 1.0e-7)
-    th = uniform_of_word(w1) * 6.283185307179586
+    """Standard normal: Box-Muller on the pair of words offset % 2 of counter offset // 2."""
+    c0, c1, c2, c3 = philox_words(seed, offset >> 1)
+    odd = (offset & 1) != 0
+    u1 = tl.maximum(uniform_of_word(tl.where(odd, c2, c0)), 1.0e-7)
+    th = uniform_of_word(tl.where(odd, c3, c1)) * 6.283185307179586
     return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(th)
 '''),
 }

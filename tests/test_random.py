@@ -89,7 +89,7 @@ def _uniform_of_words(words: np.ndarray) -> torch.Tensor:
     """Words to [0, 1) as the kernels map them: as int32, negatives folded to -x - 1."""
     x = torch.from_numpy(words.astype(np.uint32).view(np.int32).astype(np.int64))
     x = torch.where(x < 0, -x - 1, x)
-    return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32)
+    return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32, device="cpu")
 
 
 def test_numbers_are_philox_words_four_to_a_counter(backend):
@@ -116,7 +116,9 @@ def test_numbers_are_philox_words_four_to_a_counter(backend):
     u1 = _uniform_of_words(np.choose(odd, [words[0], words[2]])).double().clamp(min=1.0e-7)
     angle = _uniform_of_words(np.choose(odd, [words[1], words[3]])).double() * 6.283185307179586
     expected_z = torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(angle)
-    torch.testing.assert_close(z.flatten().double(), expected_z, rtol=2e-6, atol=2e-6)
+    # the GPU's log, cos and sqrt are approximate (cos.approx: 2^-20.5 absolute), not the pairs
+    close = 2e-6 if x.device.type == "cpu" else 2e-5
+    torch.testing.assert_close(z.flatten().double(), expected_z, rtol=close, atol=close)
 
 
 def test_cpp_and_triton_draw_the_same_uniforms(monkeypatch):

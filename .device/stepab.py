@@ -1,8 +1,9 @@
 """One model's training step under the braze on PYTHONPATH (and Inductor with --inductor): do_bench ms per
 step, GPU ms per step (torch profiler) and the generated kernels' share, the top kernels. Run once per tree
 for a same-session A/B (.device/stepab.sh).
-python .device/stepab.py resnet50 [--inductor] [KERNELS.txt: every generated kernel's ms per step]"""
+python .device/stepab.py resnet50 [--inductor] [KERNELS.txt: every generated kernel's ms per step; Inductor's in KERNELS-inductor.txt]"""
 import collections
+import re
 import sys
 
 import torch
@@ -17,12 +18,15 @@ case = model_zoo.case(name, False)
 model = model_zoo.build(case, "cuda")
 step = model_zoo.Step(case, model, "train", "cuda")
 fns = {"braze": torch.compile(model, backend="braze")}
+rec = braze.backend.Recording().__enter__()  # triton function -> the ATen ops of braze's kernel
 if "--inductor" in sys.argv:
     fns["inductor"] = torch.compile(model)
 for f in fns.values():
     for _ in range(3):
         step(f)
 torch.cuda.synchronize()
+OPS = {fn: ops.replace("aten.", "") for g in rec.graphs for ops, fn in
+       re.findall(r'"""kernel\d+: [^"]*?ops: ([^"]*)"""\s*\n\s*(triton_\w+)\[', g.source)}
 for label, f in fns.items():
     ms = do_bench(lambda: step(f), warmup=5, rep=60, return_mode="median")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -41,5 +45,6 @@ for label, f in fns.items():
     for k, v in generated[:8]:
         print(f"   {v:7.3f} ms  x{count[k] // 3:4d}  {k}")
     if len(sys.argv) > 2 and sys.argv[-1].endswith(".txt"):
-        with open(sys.argv[-1], "w") as out:
-            out.writelines(f"{v:.4f} {count[k] // 3} {k}\n" for k, v in generated)
+        path = sys.argv[-1] if label == "braze" else sys.argv[-1].replace(".txt", f"-{label}.txt")
+        with open(path, "w") as out:
+            out.writelines(f"{v:.4f} {count[k] // 3} {k} {OPS.get(k, '')[:150]}\n" for k, v in generated)

@@ -153,6 +153,17 @@ def test_cuda_graph_reads_a_cpu_scalar_as_eager_does():
                                                                          "(arg1[x0] * arg0[])"]
 
 
+@pytest.mark.parametrize("value, dtype", [(1 / 3, torch.float64), (0.1, torch.float32), (2.5, torch.bfloat16),
+                                          (2 ** 62 + 1, torch.int64), (-7, torch.int8), (True, torch.bool)])
+def test_host_scalars_keep_their_value_and_dtype(value, dtype):
+    """The wrapper moves a 0-d CPU tensor to the graph's device by a fill from its value (no
+    copy from pageable memory, which waits for the stream): every bit and the dtype kept."""
+    from braze.runtime.wrapper import _host_scalar
+    x = torch.tensor(value, dtype=dtype, device="cpu")
+    moved = _host_scalar(x, torch.get_default_device())
+    assert moved.dtype == dtype and moved.dim() == 0 and torch.equal(moved.cpu(), x)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_cuda_graph_with_a_cpu_scalar_runs_compiled():
     x, s = torch.randn(5000, device="cuda") * 100, torch.tensor(3.0)

@@ -42,7 +42,7 @@ def environment(device: torch.device, kernel_objects: dict) -> dict:
     """The globals ``call`` runs with: torch, the run-time helpers below, and the kernel
     launchers and constants it names."""
     return {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty": _allocator(device),
-            "_alias": _alias, "_ensure_layout": _ensure_layout, "_aligned_matmul": _aligned_matmul,
+            "_alias": _alias, "_host_scalar": _host_scalar, "_ensure_layout": _ensure_layout, "_aligned_matmul": _aligned_matmul,
             "_DeviceGuard": getattr(torch.cuda, "_DeviceGuard", None), **kernel_objects}
 
 
@@ -68,7 +68,7 @@ class _Writer:
             if isinstance(node, InputNode) and node.constant is not None:
                 self.lines.append(f"    {node.name} = {node.name}_value")
             if isinstance(node, InputNode) and node.host_scalar:
-                self.lines.append(f"    {node.name} = {node.name}.to({_value_text(self.device)})")
+                self.lines.append(f"    {node.name} = _host_scalar({node.name}, {_value_text(self.device)})")
         for k, step in enumerate(self.steps):
             self._allocate(step)
             if step.kind == "kernel":
@@ -203,6 +203,14 @@ def _target_text(target) -> str:
         namespace = target.namespace
         return f"torch.ops.{namespace}.{packet._qualified_op_name.split('::')[-1]}.{target._overloadname}"
     raise NotImplementedError(f"extern target {target}")
+
+
+def _host_scalar(x: torch.Tensor, device) -> torch.Tensor:
+    """A 0-d CPU tensor's value on ``device``, filled by a kernel that takes it as an argument:
+    ``x.to(device)`` copies from pageable memory and waits for the stream first (BERT's
+    backward moved 24 such scalars per step, 24 stream synchronizations that left the H100
+    idle while the host caught up)."""
+    return torch.full((), x.item(), dtype=x.dtype, device=device)
 
 
 def _value_text(value) -> str:

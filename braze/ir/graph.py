@@ -134,7 +134,7 @@ class InputNode(Node):
     layout: Layout | None = None  # relative to the tensor's data pointer (offset 0)
     constant: Any = None  # a tensor baked into the graph (get_attr), else None
     storage_offset: int = 0  # the input's own offset into its storage (for views of it)
-    host_scalar: bool = False  # a 0-d CPU tensor read by a CUDA graph (copied to the GPU per call)
+    host_scalar: bool = False  # a 0-d CPU tensor read by a CUDA graph (filled on the GPU per call)
 
 
 @dataclass(eq=False)

@@ -12,9 +12,10 @@ device (an extern ``randint``, so ``torch.manual_seed`` makes runs repeat). Numb
 are counted in Philox words (four per counter; a uniform takes one, a normal two):
 the graph's ``k``-th random tensor starts at word ``base_k``, the words of the
 tensors before it rounded up to a whole counter, so no two elements of a call share
-a word and each tensor's first element starts a counter. The numbers are not eager's (eager's generators are not
-reproducible inside a kernel): ``config.fallback_random`` runs these ops through
-ATen instead, which then matches eager bit for bit from the same seed.
+a word and each tensor's first element starts a counter. The numbers are not
+eager's (eager's generators are not reproducible inside a kernel):
+``config.fallback_random`` runs these ops through ATen instead, which then matches
+eager bit for bit from the same seed.
 
 Low-precision results are uniform on the dtype's grid, ``floor(u * 2^d) / 2^d`` with
 ``d`` the dtype's mantissa digits, as eager draws them: rounding a float32 uniform

@@ -42,7 +42,8 @@ def environment(device: torch.device, kernel_objects: dict) -> dict:
     """The globals ``call`` runs with: torch, the run-time helpers below, and the kernel
     launchers and constants it names."""
     return {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty": _allocator(device),
-            "_alias": _alias, "_host_scalar": _host_scalar, "_ensure_layout": _ensure_layout, "_aligned_matmul": _aligned_matmul,
+            "_alias": _alias, "_host_scalar": _host_scalar, "_ensure_layout": _ensure_layout,
+            "_aligned_matmul": _aligned_matmul,
             "_DeviceGuard": getattr(torch.cuda, "_DeviceGuard", None), **kernel_objects}
 
 

@@ -1,51 +1,34 @@
 """Does one Philox per four adjacent elements pay on the H100, and what do Triton's reshape/split/join cost?
 Dropout (p 0.1) + residual + LayerNorm over bf16 16384x4096 rows (braze's row kernel, hand-written) and a
-plain 1-D dropout of 64M bf16, each with: no random numbers, one Philox per element (braze now), one
-Philox per group of four (words 0-3 of counter offset >> 2, reshape + split to the group's first lane,
-join back). python .device/philox4.py"""
-import torch, triton
+plain 1-D dropout of 64M bf16, each with: no random numbers, one Philox per element (word 0 of counter
+offset: braze before 282e42d), one per element taking word offset % 4 of counter offset >> 2 (braze's
+philox_rand now), one per group of four (reshape + split to the group's first lane, join back).
+The Philox and the uniform map are braze's own helpers. python .device/philox4.py"""
+import importlib.util
+import os
+import sys
+import tempfile
+
+import torch
+import triton
 import triton.language as tl
 
+sys.path.insert(0, ".")
+from braze.codegen.triton.helpers import HEADER, helper_source  # noqa: E402
 
-@triton.jit
-def philox4(seed, offset):
-    seed = seed.to(tl.uint64)
-    k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
-    k1 = (seed >> 32).to(tl.uint32)
-    c0 = offset.to(tl.uint32)
-    c1 = (offset >> 32).to(tl.uint32)
-    c2 = c0 * 0
-    c3 = c2
-    for _ in tl.static_range(10):
-        a0 = c0
-        a2 = c2
-        c0 = tl.umulhi(0xCD9E8D57, a2) ^ c1 ^ k0
-        c2 = tl.umulhi(0xD2511F53, a0) ^ c3 ^ k1
-        c1 = a2 * 0xCD9E8D57
-        c3 = a0 * 0xD2511F53
-        k0 = k0 + 0x9E3779B9
-        k1 = k1 + 0xBB67AE85
-    return c0, c1, c2, c3
+_path = os.path.join(tempfile.mkdtemp(), "philox4_helpers.py")  # @triton.jit needs a source file
+with open(_path, "w") as f:
+    f.write(HEADER + helper_source(["philox_rand"]))
+_spec = importlib.util.spec_from_file_location("philox4_helpers", _path)
+_helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_helpers)
+philox_words, uniform_of_word, philox_rand = _helpers.philox_words, _helpers.uniform_of_word, _helpers.philox_rand
 
 
 @triton.jit
-def uniform(w):
-    x = w.to(tl.int32, bitcast=True)
-    x = tl.where(x < 0, ~x, x)
-    return x.to(tl.float32) * 4.6566127342e-10
-
-
-@triton.jit
-def rand_each(seed, offset):
-    c0, c1, c2, c3 = philox4(seed, offset)
-    return uniform(c0)
-
-
-@triton.jit
-def rand_each_word(seed, offset):  # word offset & 3 of counter offset >> 2, per element
-    c0, c1, c2, c3 = philox4(seed, offset >> 2)
-    j = offset & 3
-    return uniform(tl.where(j < 2, tl.where(j == 0, c0, c1), tl.where(j == 2, c2, c3)))
+def rand_each(seed, offset):  # a whole Philox per element, its word 0
+    c0, c1, c2, c3 = philox_words(seed, offset)
+    return uniform_of_word(c0)
 
 
 @triton.jit
@@ -55,8 +38,8 @@ def rand_group_2d(seed, offset):
     o = tl.reshape(offset, [A, B // 4, 2, 2])
     o, _ = tl.split(o)
     o, _ = tl.split(o)
-    c0, c1, c2, c3 = philox4(seed, o >> 2)
-    return uniform(tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), [A, B]))
+    c0, c1, c2, c3 = philox_words(seed, o >> 2)
+    return uniform_of_word(tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), [A, B]))
 
 
 @triton.jit
@@ -65,8 +48,24 @@ def rand_group_1d(seed, offset):
     o = tl.reshape(offset, [B // 4, 2, 2])
     o, _ = tl.split(o)
     o, _ = tl.split(o)
-    c0, c1, c2, c3 = philox4(seed, o >> 2)
-    return uniform(tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), [B]))
+    c0, c1, c2, c3 = philox_words(seed, o >> 2)
+    return uniform_of_word(tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), [B]))
+
+
+@triton.jit
+def kept(seed, off, x, MODE: tl.constexpr, ROWS: tl.constexpr):
+    """Dropout's keep mask (p 0.1) of the lanes at offsets ``off`` under variant MODE."""
+    if MODE == 0:
+        keep = x == x
+    elif MODE == 1:
+        keep = rand_each(seed, off) < 0.9
+    elif MODE == 2:
+        keep = philox_rand(seed, off) < 0.9
+    elif ROWS:
+        keep = rand_group_2d(seed, off) < 0.9
+    else:
+        keep = rand_group_1d(seed, off) < 0.9
+    return keep
 
 
 @triton.jit
@@ -76,16 +75,7 @@ def row_kernel(x_ptr, b_ptr, r_ptr, w_ptr, bb_ptr, seed_ptr, h_ptr, y_ptr, MODE:
     r0 = tl.arange(0, RBLOCK)[None, :]
     pos = r0 + xindex * RBLOCK
     x = tl.load(x_ptr + pos).to(tl.float32) + tl.load(b_ptr + r0).to(tl.float32)
-    seed = tl.load(seed_ptr)
-    off = pos.to(tl.int64)
-    if MODE == 0:
-        keep = x == x
-    elif MODE == 1:
-        keep = rand_each(seed, off) < 0.9
-    elif MODE == 2:
-        keep = rand_each_word(seed, off) < 0.9
-    else:
-        keep = rand_group_2d(seed, off) < 0.9
+    keep = kept(tl.load(seed_ptr), pos.to(tl.int64), x, MODE, True)
     h = tl.load(r_ptr + pos).to(tl.float32) + x * keep.to(tl.float32) * 1.1111111
     tl.store(h_ptr + pos, h.to(tl.bfloat16))
     mean = tl.sum(h, 1)[:, None] / RBLOCK
@@ -99,16 +89,7 @@ def row_kernel(x_ptr, b_ptr, r_ptr, w_ptr, bb_ptr, seed_ptr, h_ptr, y_ptr, MODE:
 def flat_kernel(x_ptr, seed_ptr, y_ptr, MODE: tl.constexpr, XBLOCK: tl.constexpr):
     pos = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
     x = tl.load(x_ptr + pos).to(tl.float32)
-    seed = tl.load(seed_ptr)
-    off = pos.to(tl.int64)
-    if MODE == 0:
-        keep = x == x
-    elif MODE == 1:
-        keep = rand_each(seed, off) < 0.9
-    elif MODE == 2:
-        keep = rand_each_word(seed, off) < 0.9
-    else:
-        keep = rand_group_1d(seed, off) < 0.9
+    keep = kept(tl.load(seed_ptr), pos.to(tl.int64), x, MODE, False)
     tl.store(y_ptr + pos, (x * keep.to(tl.float32) * 1.1111111).to(tl.bfloat16))
 
 

@@ -18,12 +18,12 @@ case = model_zoo.case(name, False)
 model = model_zoo.build(case, "cuda")
 step = model_zoo.Step(case, model, "train", "cuda")
 fns = {"braze": torch.compile(model, backend="braze")}
-rec = braze.backend.Recording().__enter__()  # triton function -> the ATen ops of braze's kernel
 if "--inductor" in sys.argv:
     fns["inductor"] = torch.compile(model)
-for f in fns.values():
-    for _ in range(3):
-        step(f)
+with braze.backend.Recording() as rec:  # braze's graphs: each triton function's ATen ops (OPS)
+    for f in fns.values():
+        for _ in range(3):
+            step(f)
 torch.cuda.synchronize()
 OPS = {fn: ops.replace("aten.", "") for g in rec.graphs for ops, fn in
        re.findall(r'"""kernel\d+: [^"]*?ops: ([^"]*)"""\s*\n\s*(triton_\w+)\[', g.source)}

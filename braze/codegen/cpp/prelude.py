@@ -171,7 +171,8 @@ BRAZE_INLINE float b_lgamma(float x) { int s; return lgammaf_r(x, &s); }
 // it per element, for the words that element takes: words 0 and 1 come out of the last
 // round's product by 0xCD9E8D57, words 2 and 3 out of its product by 0xD2511F53, so the
 // last round multiplies only the operands of the pair it needs.
-BRAZE_INLINE void b_philox_pair(int64_t seed, int64_t counter, uint32_t pair, uint32_t* first, uint32_t* second) {
+BRAZE_INLINE void b_philox_pair(int64_t seed, int64_t counter, uint32_t pair,
+                                uint32_t* first, uint32_t* second) {
   uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)((uint64_t)counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)((uint64_t)seed >> 32);
   for (int r = 0; r < 9; r++) {
@@ -185,7 +186,8 @@ BRAZE_INLINE void b_philox_pair(int64_t seed, int64_t counter, uint32_t pair, ui
   }
   // selects by masks: a branch here is control flow to GCC, which then vectorizes nothing
   const uint32_t low = pair - 1u;  // all ones for pair 0 (words 0, 1), zero for pair 1
-  const uint64_t p = (uint64_t)((0xCD9E8D57u & low) | (0xD2511F53u & ~low)) * ((c2 & low) | (c0 & ~low));
+  const uint32_t factor = (0xCD9E8D57u & low) | (0xD2511F53u & ~low), operand = (c2 & low) | (c0 & ~low);
+  const uint64_t p = (uint64_t)factor * operand;
   *first = (uint32_t)(p >> 32) ^ (((c1 ^ k0) & low) | ((c3 ^ k1) & ~low));
   *second = (uint32_t)p;
 }

@@ -375,7 +375,7 @@ def welford_step(mean, m2, weight, x, w, step):
 @triton.jit
 def philox_words(seed, counter):
     """Philox4x32-10 of counter (counter low, counter high, 0, 0) under key (seed low, seed
-    high): its four words, as Triton's tl.randint4x (and the C++ prelude's b_philox)."""
+    high): its four words, as Triton's tl.randint4x (the C++ prelude's b_philox_pair: the same bits)."""
     seed = seed.to(tl.uint64)
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
     k1 = (seed >> 32).to(tl.uint32)

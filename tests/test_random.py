@@ -92,18 +92,22 @@ def _uniform_of_words(words: np.ndarray) -> torch.Tensor:
     return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32, device="cpu")
 
 
-def test_numbers_are_philox_words_four_to_a_counter(backend):
+@pytest.mark.parametrize("shape, reduce", [((37, 3), False), ((5, 70), False), ((6, 37), True)])
+def test_numbers_are_philox_words_four_to_a_counter(backend, shape, reduce):
     """A uniform is word i % 4 of counter i // 4, a normal the pair of words i % 2 of counter
     i // 2 (Box-Muller), counted from a whole counter after the words of the graph's earlier
-    random tensors: checked against a numpy Philox from the call's seed."""
+    random tensors: checked against a numpy Philox from the call's seed. Rows of 70 and 37
+    start inside a counter and end in a tail after the last block of lanes (the C++ backend
+    draws a block's words at once); ``reduce`` draws them in a row kernel's loop."""
     def draw(x):
-        return torch.rand(x.shape, device=x.device), torch.randn(x.shape, device=x.device)
+        u, z = torch.rand(x.shape, device=x.device), torch.randn(x.shape, device=x.device)
+        return (u, z, (u * x).sum(-1) + z.amax(-1)) if reduce else (u, z)
 
-    x = torch.rand(37, 3, device=_device())
+    x = torch.rand(*shape, device=_device())
     torch.manual_seed(3)
     seed = int(torch.randint(0, 2 ** 63 - 1, [1], device=_device()).item())  # the call's seed
     torch.manual_seed(3)
-    u, z = (t.cpu() for t in braze.compile(draw)(x))
+    u, z = (t.cpu() for t in braze.compile(draw)(x)[:2])
     n = x.numel()
     words = _philox_words(seed, np.arange(n, dtype=np.uint64) // np.uint64(4))
     lane = np.arange(n) % 4

@@ -320,6 +320,10 @@ def cuda_rsqrt(x: Expr) -> Expr:
     return Expr(Op.RSQRT, x.dtype, (x,), APPROX)
 
 
+RANDOM_WORDS = {"rand": 1, "randn": 2}  # Philox words one number of each kind takes (below)
+COUNTER_WORDS = 4  # words one Philox counter gives
+
+
 def random(seed: Expr, offset: Expr, kind: str) -> Expr:
     """Element ``offset`` of the random stream ``seed``: ``kind`` "rand" (uniform in [0, 1))
     or "randn" (standard normal), float32. The same (seed, offset) gives the same number
@@ -330,7 +334,7 @@ def random(seed: Expr, offset: Expr, kind: str) -> Expr:
     2`` (Box-Muller). Neighbouring offsets share a counter, so a kernel whose threads hold
     aligned runs of offsets computes one Philox per four uniforms (the compiler sees the
     equal counters), as eager's ``curand_uniform4`` does."""
-    if kind not in ("rand", "randn") or seed.dtype is not torch.int64 or offset.dtype is not torch.int64:
+    if kind not in RANDOM_WORDS or seed.dtype is not torch.int64 or offset.dtype is not torch.int64:
         raise TypeError(f"braze IR: random needs kind rand or randn and int64 seed and offset, got "
                         f"{kind}, {seed.dtype}, {offset.dtype}")
     return Expr(Op.RANDOM, torch.float32, (seed, offset), kind)

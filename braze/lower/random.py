@@ -30,7 +30,7 @@ import torch
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, binary, cast, const, index, load, random, unary, where
+from braze.ir.expr import COUNTER_WORDS, RANDOM_WORDS, Expr, Op, binary, cast, const, index, load, random, unary, where
 from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register
 from braze.lower.pointwise import as_expr, finish
@@ -38,8 +38,6 @@ from braze.lower.pointwise import as_expr, finish
 aten = torch.ops.aten
 
 SEED_HIGH = 2 ** 63 - 1  # seeds are drawn from [0, SEED_HIGH)
-WORDS = {"rand": 1, "randn": 2}  # Philox words per number (``ir.expr.random``)
-COUNTER_WORDS = 4
 _DIGITS = {torch.bfloat16: 8, torch.float16: 11}  # mantissa digits eager's uniform keeps
 
 
@@ -62,8 +60,8 @@ def random_values(ctx, kind: str, sizes) -> Expr:
     seed = _seed(ctx)
     flat = cast(S.ravel(out_vars(sizes), sizes), torch.int64)
     base = -(-ctx.random_offset // COUNTER_WORDS) * COUNTER_WORDS
-    ctx.random_offset = base + math.prod(sizes) * WORDS[kind]
-    first = base // WORDS[kind]
+    ctx.random_offset = base + math.prod(sizes) * RANDOM_WORDS[kind]
+    first = base // RANDOM_WORDS[kind]
     offset = binary(Op.ADD, flat, const(first, torch.int64)) if first else flat
     return random(seed, offset, kind)
 

@@ -30,6 +30,7 @@ import itertools
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.columns import emit_column
+from braze.codegen.cpp.draws import BlockDraws
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
 from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
 from braze.codegen.cpp.pieces import over_piece, piece_name, piece_var, pieces
@@ -229,11 +230,13 @@ class CppKernel:
         return all(n.arg in self.values for n in walk(e) if n.op is Op.VALUE)
 
     def _lane_body(self, level: int, indent: str, lane: str, block: tuple | None = None,
-                   narrow: dict | None = None) -> None:
+                   narrow: dict | None = None, drawn: dict | None = None) -> None:
         """One element of a reduce loop; ``narrow``: id(accumulator) -> the float partial
-        to fold into instead (``lanes.emit_lanes``)."""
+        to fold into instead (``lanes.emit_lanes``); ``drawn``: the random values the
+        block drew (``draws``)."""
         printer = self._printer(indent)
         printer.memo.update(self.row_invariants)
+        printer.memo.update(drawn or {})
         if self.reuse_ids:
             saved_here = {id(e) for e, _ in self.keep.get(level, [])}
             r = self.plan.reduce[0].name
@@ -254,6 +257,13 @@ class CppKernel:
                 self._emit(indent, stmt)
         for e, name in self.keep.get(level, []):
             self._emit(indent, f"{name}[{self.plan.reduce[0].name}] = {printer(e)};")
+
+    def _level_exprs(self, level: int) -> list:
+        """What a reduce level's loop computes: its members' values and indices, the
+        values it keeps for later loops."""
+        members = self._members_at(level)
+        return ([m.value for m in members] + [m.reduce_index for m in members if m.reduce_index is not None]
+                + [e for e, _ in self.keep.get(level, [])])
 
     def _declare(self, accs, size: int, indent: str, count: str | None = None) -> None:
         for acc in accs:
@@ -284,8 +294,12 @@ class CppKernel:
             self._emit(indent, "double blocks = 0;  // every lane has seen this many elements")
         inner = self._open_loops(outer_r, indent)
 
+        draws = BlockDraws(self, self._level_exprs(level), last, lanes) if lanes >= 4 else None
+
         def head(ind: str) -> None:
             self._prefetch(level, ind)
+            if draws:
+                draws.emit_head(ind)
             if block_count:
                 self._emit(ind, "blocks += 1;")
                 self._emit(ind, "const double inv_blocks = 1.0 / blocks;")
@@ -293,7 +307,7 @@ class CppKernel:
         def body(ind: str, narrow: dict | None) -> None:
             self._updated = set()
             block = ("blocks", "inv_blocks") if block_count and narrow is not None else None
-            self._lane_body(level, ind, "l", block, narrow)
+            self._lane_body(level, ind, "l", block, narrow, draws.memo() if draws and narrow is not None else None)
         shared = distribute and not outer_r
         partials = [] if distribute else self._wide_sums(level)
         emit_lanes(self, inner, last, lanes, body, partials, head,
@@ -339,13 +353,16 @@ class CppKernel:
         loops = plan.outer
         if not loops and self.nested:
             self._emit(indent, "#pragma omp single nowait")
-        if len(loops) == 1:
+        cuts = pieces(self)
+        draws = self._pointwise_draws(cuts)
+        if len(loops) == 1 and not draws:
             self._emit(indent, self._parallel(1, simd=True))
         elif len(loops) > 1:
             self._emit(indent, self._parallel(len(loops) - 1))
-        cuts = pieces(self)
         inner = self._open_loops(loops[:-1], indent)
-        if cuts:
+        if cuts or draws:
+            if draws:
+                self._pointwise_blocks(inner, draws)
             for lo, hi in cuts:
                 self._pointwise_piece(inner, lo, hi)
             self._close_loops(len(loops) - 1, inner)
@@ -362,6 +379,26 @@ class CppKernel:
         if not loops:
             self._emit(inner, "}")
         self._close_loops(len(loops), inner)
+
+    def _pointwise_draws(self, cuts) -> BlockDraws | None:
+        """The random values the innermost loop draws a block at a time (``draws``), if it
+        runs whole (no pieces) and not inside a foreach kernel's parallel region."""
+        loops = self.plan.outer
+        if not loops or cuts or self.nested or self._lanes_for(loops[-1].size) < 4:
+            return None
+        return BlockDraws(self, self.plan.expressions(), loops[-1], self._lanes_for(loops[-1].size))
+
+    def _pointwise_blocks(self, indent: str, draws: BlockDraws) -> None:
+        """The innermost loop in blocks of lanes, each block's random words drawn first."""
+        def body(ind: str, narrow: dict | None) -> None:
+            printer = self._printer(ind)
+            if narrow is not None:
+                printer.memo.update(draws.memo())
+            self._preload(self.plan.members, printer)
+            for m in self.plan.members:
+                self._compute(m, printer, ind)
+        pragma = self._parallel(1) if len(self.plan.outer) == 1 else ""
+        emit_lanes(self, indent, self.plan.outer[-1], draws.lanes, body, head=draws.emit_head, pragma=pragma)
 
     def _pointwise_piece(self, indent: str, lo: int, hi: int) -> None:
         """The innermost loop over ``[lo, hi)`` (``pieces``), its expressions rewritten."""

@@ -167,35 +167,66 @@ BRAZE_INLINE double b_lgamma(double x) { int s; return lgamma_r(x, &s); }
 BRAZE_INLINE float b_lgamma(float x) { int s; return lgammaf_r(x, &s); }
 
 // Philox4x32-10 as Triton's tl.randint4x: counter (counter low, counter high, 0, 0), key
-// (seed low, seed high); the same bits as the Triton kernels draw. A kernel here computes
-// it per element, for the words that element takes: words 0 and 1 come out of the last
-// round's product by 0xCD9E8D57, words 2 and 3 out of its product by 0xD2511F53, so the
-// last round multiplies only the operands of the pair it needs.
+// (seed low, seed high); the same bits as the Triton kernels draw. b_philox_nine runs the
+// first nine rounds (a struct of scalars: arrays would be memory to GCC, whose stores to
+// them in an omp simd loop it does not vectorize); the tenth gives words 0 and 1 out of its
+// product by 0xCD9E8D57 and words 2 and 3 out of its product by 0xD2511F53.
+struct b_philox_state { uint32_t c0, c1, c2, c3, k0, k1; };
+BRAZE_INLINE b_philox_state b_philox_nine(int64_t seed, int64_t counter) {
+  b_philox_state s = {(uint32_t)counter, (uint32_t)((uint64_t)counter >> 32), 0, 0,
+                      (uint32_t)seed, (uint32_t)((uint64_t)seed >> 32)};
+  for (int r = 0; r < 9; r++) {
+    const uint32_t a0 = s.c0, a2 = s.c2;
+    s.c0 = (uint32_t)(((uint64_t)0xCD9E8D57u * a2) >> 32) ^ s.c1 ^ s.k0;
+    s.c2 = (uint32_t)(((uint64_t)0xD2511F53u * a0) >> 32) ^ s.c3 ^ s.k1;
+    s.c1 = 0xCD9E8D57u * a2;
+    s.c3 = 0xD2511F53u * a0;
+    s.k0 += 0x9E3779B9u;
+    s.k1 += 0xBB67AE85u;
+  }
+  return s;
+}
+// One element's pair of words (pair 0: words 0, 1; pair 1: words 2, 3): the last round
+// multiplies only the operands of that pair.
 BRAZE_INLINE void b_philox_pair(int64_t seed, int64_t counter, uint32_t pair,
                                 uint32_t* first, uint32_t* second) {
-  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)((uint64_t)counter >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)((uint64_t)seed >> 32);
-  for (int r = 0; r < 9; r++) {
-    const uint32_t a0 = c0, a2 = c2;
-    c0 = (uint32_t)(((uint64_t)0xCD9E8D57u * a2) >> 32) ^ c1 ^ k0;
-    c2 = (uint32_t)(((uint64_t)0xD2511F53u * a0) >> 32) ^ c3 ^ k1;
-    c1 = 0xCD9E8D57u * a2;
-    c3 = 0xD2511F53u * a0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
+  const b_philox_state s = b_philox_nine(seed, counter);
   // selects by masks: a branch here is control flow to GCC, which then vectorizes nothing
   const uint32_t low = pair - 1u;  // all ones for pair 0 (words 0, 1), zero for pair 1
-  const uint32_t factor = (0xCD9E8D57u & low) | (0xD2511F53u & ~low), operand = (c2 & low) | (c0 & ~low);
+  const uint32_t factor = (0xCD9E8D57u & low) | (0xD2511F53u & ~low), operand = (s.c2 & low) | (s.c0 & ~low);
   const uint64_t p = (uint64_t)factor * operand;
-  *first = (uint32_t)(p >> 32) ^ (((c1 ^ k0) & low) | ((c3 ^ k1) & ~low));
+  *first = (uint32_t)(p >> 32) ^ (((s.c1 ^ s.k0) & low) | ((s.c3 ^ s.k1) & ~low));
   *second = (uint32_t)p;
+}
+// The four words of each of N counters from ``counter`` on, in order (a block of lanes
+// draws its elements' words here, one Philox per counter: draws.py).
+template <int N>
+BRAZE_INLINE void b_philox_block(int64_t seed, int64_t counter, uint32_t* words) {
+  #pragma omp simd
+  for (int j = 0; j < N; j++) {
+    const b_philox_state s = b_philox_nine(seed, counter + j);
+    const uint64_t p0 = (uint64_t)0xCD9E8D57u * s.c2, p1 = (uint64_t)0xD2511F53u * s.c0;
+    words[4 * j] = (uint32_t)(p0 >> 32) ^ s.c1 ^ s.k0;
+    words[4 * j + 1] = (uint32_t)p0;
+    words[4 * j + 2] = (uint32_t)(p1 >> 32) ^ s.c3 ^ s.k1;
+    words[4 * j + 3] = (uint32_t)p1;
+  }
 }
 // A word to [0, 1) as Triton's uint_to_uniform_float: as int32, negatives folded to -x - 1
 // (x ^ (x >> 31), not a select, for the same reason)
 BRAZE_INLINE float b_uniform(uint32_t w) {
   const int32_t x = (int32_t)w;
   return (float)(x ^ (x >> 31)) * 4.6566127342e-10f;
+}
+// Box-Muller on a pair of words, as Triton's tl.randn: u1 = max(uniform, 1e-7) by masks, not
+// a select (which GCC leaves as control flow before logf's vector call: x + randn of 4M
+// float32 drawn by blocks 91 -> 31 ms in a scratch loop)
+BRAZE_INLINE float b_box_muller(uint32_t first, uint32_t second) {
+  const float u = b_uniform(first), th = 6.283185307179586f * b_uniform(second);
+  const uint32_t keep = -(uint32_t)(u > 1.0e-7f);
+  const float u1 = __builtin_bit_cast(float, (__builtin_bit_cast(uint32_t, u) & keep)
+                                             | (__builtin_bit_cast(uint32_t, 1.0e-7f) & ~keep));
+  return sqrtf(-2.0f * logf(u1)) * cosf(th);
 }
 // Word offset % 4 of counter offset / 4 (ir.expr.random).
 BRAZE_INLINE float b_rand(int64_t seed, int64_t offset) {
@@ -204,12 +235,11 @@ BRAZE_INLINE float b_rand(int64_t seed, int64_t offset) {
   const uint32_t odd = -((uint32_t)offset & 1u);
   return b_uniform((first & ~odd) | (second & odd));
 }
-// Box-Muller on the pair of words offset % 2 of counter offset / 2, as Triton's tl.randn.
+// The pair of words offset % 2 of counter offset / 2.
 BRAZE_INLINE float b_randn(int64_t seed, int64_t offset) {
   uint32_t first, second;
   b_philox_pair(seed, offset >> 1, (uint32_t)offset & 1u, &first, &second);
-  const float u1 = b_fmax(b_uniform(first), 1.0e-7f), th = 6.283185307179586f * b_uniform(second);
-  return sqrtf(-2.0f * logf(u1)) * cosf(th);
+  return b_box_muller(first, second);
 }
 """
 

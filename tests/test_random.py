@@ -92,13 +92,15 @@ def _uniform_of_words(words: np.ndarray) -> torch.Tensor:
     return x.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32, device="cpu")
 
 
-@pytest.mark.parametrize("shape, reduce", [((37, 3), False), ((5, 70), False), ((6, 37), True)])
+@pytest.mark.parametrize("shape, reduce", [((37, 3), False), ((5, 70), False), ((6, 37), True),
+                                           ((2, 50001), True)])
 def test_numbers_are_philox_words_four_to_a_counter(backend, shape, reduce):
     """A uniform is word i % 4 of counter i // 4, a normal the pair of words i % 2 of counter
     i // 2 (Box-Muller), counted from a whole counter after the words of the graph's earlier
     random tensors: checked against a numpy Philox from the call's seed. Rows of 70 and 37
     start inside a counter and end in a tail after the last block of lanes (the C++ backend
-    draws a block's words at once); ``reduce`` draws them in a row kernel's loop."""
+    draws a block's words at once); ``reduce`` draws them in a row kernel's loop (two long
+    rows: shared by the threads, the C++ ``split`` shape, where there are two)."""
     def draw(x):
         u, z = torch.rand(x.shape, device=x.device), torch.randn(x.shape, device=x.device)
         return (u, z, (u * x).sum(-1) + z.amax(-1)) if reduce else (u, z)

@@ -127,6 +127,38 @@ def test_numbers_are_philox_words_four_to_a_counter(backend, shape, reduce):
     torch.testing.assert_close(z.flatten().double(), expected_z, rtol=close, atol=close)
 
 
+@pytest.mark.parametrize("low, high, dtype", [(0, 10, torch.int64), (-3, 1000003, torch.int32),
+                                             (5, 5 + 2 ** 32, torch.int64), (-4, 4, torch.float32)])
+def test_randint_is_low_plus_a_word_modulo_the_range(backend, low, high, dtype):
+    """``randint(low, high)`` is ``low + word % (high - low)``, the word of element i being
+    word i % 4 of counter i // 4 (as ``rand``'s), checked against a numpy Philox; it runs
+    in braze's kernel, fused with what reads it."""
+    def draw(x):
+        return torch.randint(low, high, x.shape, dtype=dtype, device=x.device) * 2 + x.to(dtype)
+
+    x = torch.randint(0, 3, (5, 70), device=_device())
+    torch.manual_seed(4)
+    seed = int(torch.randint(0, 2 ** 63 - 1, [1], device=_device()).item())
+    torch.manual_seed(4)
+    with Compiled() as rec:
+        result = braze.compile(draw)(x).cpu()
+    assert sum(len(g.fallbacks) for g in rec.graphs) == 0 and len(rec.graphs[0].kernels) == 1
+    n = x.numel()
+    words = np.choose(np.arange(n) % 4, _philox_words(seed, np.arange(n, dtype=np.uint64) // np.uint64(4)))
+    values = torch.from_numpy((words.astype(np.int64) % (high - low)) + low)
+    assert result.dtype == dtype
+    assert torch.equal(result.flatten(), (values.to(dtype) * 2 + x.cpu().flatten().to(dtype)))
+
+
+def test_randint_beyond_32_bits_runs_through_aten(backend):
+    """Ranges wider than 2^32 take 64 random bits in eager: ATen draws them (one fallback)."""
+    x = torch.rand(8, device=_device())
+    with Compiled() as rec, braze.config.patch(strict=False):
+        y = braze.compile(lambda x: torch.randint(0, 2 ** 40, x.shape, device=x.device) + 1)(x)
+    assert [f for g in rec.graphs for f in g.fallbacks] == ["aten.randint.low"]
+    assert y.dtype == torch.int64 and bool(((y >= 1) & (y <= 2 ** 40)).all())
+
+
 def test_cpp_and_triton_draw_the_same_uniforms(monkeypatch):
     """The C++ Philox is Triton's: from one seed both backends give the same bits."""
     def draw(x):

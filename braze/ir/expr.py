@@ -320,24 +320,25 @@ def cuda_rsqrt(x: Expr) -> Expr:
     return Expr(Op.RSQRT, x.dtype, (x,), APPROX)
 
 
-RANDOM_WORDS = {"rand": 1, "randn": 2}  # Philox words one number of each kind takes (below)
+RANDOM_WORDS = {"rand": 1, "randn": 2, "bits": 1}  # Philox words one number of each kind takes (below)
 COUNTER_WORDS = 4  # words one Philox counter gives
 
 
 def random(seed: Expr, offset: Expr, kind: str) -> Expr:
     """Element ``offset`` of the random stream ``seed``: ``kind`` "rand" (uniform in [0, 1))
-    or "randn" (standard normal), float32. The same (seed, offset) gives the same number
-    wherever it is computed, so a random value may be recomputed like any other.
+    or "randn" (standard normal), float32, or "bits" (a 32-bit word, int64 in [0, 2^32)).
+    The same (seed, offset) gives the same number wherever it is computed, so a random
+    value may be recomputed like any other.
 
-    One Philox4x32-10 counter gives four 32-bit words: "rand" takes word ``offset % 4`` of
-    counter ``offset // 4``, "randn" the pair of words ``offset % 2`` of counter ``offset //
-    2`` (Box-Muller). Neighbouring offsets share a counter, so a kernel whose threads hold
-    aligned runs of offsets computes one Philox per four uniforms (the compiler sees the
-    equal counters), as eager's ``curand_uniform4`` does."""
+    One Philox4x32-10 counter gives four 32-bit words: "rand" and "bits" take word ``offset
+    % 4`` of counter ``offset // 4``, "randn" the pair of words ``offset % 2`` of counter
+    ``offset // 2`` (Box-Muller). Neighbouring offsets share a counter, so a kernel whose
+    threads hold aligned runs of offsets computes one Philox per four uniforms (the compiler
+    sees the equal counters), as eager's ``curand_uniform4`` does."""
     if kind not in RANDOM_WORDS or seed.dtype is not torch.int64 or offset.dtype is not torch.int64:
-        raise TypeError(f"braze IR: random needs kind rand or randn and int64 seed and offset, got "
-                        f"{kind}, {seed.dtype}, {offset.dtype}")
-    return Expr(Op.RANDOM, torch.float32, (seed, offset), kind)
+        raise TypeError(f"braze IR: random needs kind {', '.join(RANDOM_WORDS)} and int64 seed and offset, "
+                        f"got {kind}, {seed.dtype}, {offset.dtype}")
+    return Expr(Op.RANDOM, torch.int64 if kind == "bits" else torch.float32, (seed, offset), kind)
 
 
 def where(cond: Expr, a: Expr, b: Expr) -> Expr:

@@ -1,4 +1,4 @@
-"""Lowering rules for random numbers: ``rand``, ``randn`` (and their ``_like`` forms),
+"""Lowering rules for random numbers: ``rand``, ``randn``, ``randint`` (and their ``_like`` forms),
 ``bernoulli`` with a probability, ``uniform``, ``normal``, ``exponential``; dropout
 reaches them through the decomposition in ``braze.decompositions``.
 
@@ -101,6 +101,30 @@ def _randn(ctx, *args, **kwargs):
     _generator_free(kwargs)
     dtype, sizes = _result(ctx)
     return finish(ctx, random_values(ctx, "randn", sizes), dtype, sizes)
+
+
+@register(aten.randint.default, aten.randint.low, aten.randint_like.default, aten.randint_like.low_dtype)
+def _randint(ctx, *args, **kwargs):
+    """``low + word % (high - low)`` with a 32-bit word, as eager's CUDA generator forms
+    integers below 2^32 apart (wider ranges take 64 bits there: through ATen here)."""
+    _generator_free(kwargs)
+    low, high = _bounds(ctx.node.target, args)
+    out = ctx.out
+    if out.dtype is torch.bool or not 0 < high - low <= 2 ** 32:
+        raise Unsupported(f"randint from {low} to {high} of dtype {out.dtype}")
+    sizes = tuple(out.shape)
+    drawn = binary(Op.MOD, random_values(ctx, "bits", sizes), const(high - low, torch.int64))
+    value = binary(Op.ADD, drawn, const(low, torch.int64)) if low else drawn
+    return finish(ctx, cast(value, dtypes.compute_dtype(out.dtype)), out.dtype, sizes)
+
+
+def _bounds(target, args) -> tuple:
+    """(low, high) of a randint call: ``(high, size)``, ``(low, high, size)``, ``(x, high)``,
+    ``(x, low, high)``."""
+    if target in (aten.randint.default, aten.randint_like.default):
+        return 0, int(args[1] if target == aten.randint_like.default else args[0])
+    first = 1 if target == aten.randint_like.low_dtype else 0
+    return int(args[first]), int(args[first + 1])
 
 
 @register(aten.bernoulli.p)

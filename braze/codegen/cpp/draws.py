@@ -76,6 +76,6 @@ class BlockDraws:
             name = self.names[id(e)]
             step = lane if RANDOM_WORDS[e.arg] == 1 else f"{RANDOM_WORDS[e.arg]} * {lane}"
             word = f"{name}[({name}_w & 3) + {step}"
-            out[id(e)] = (f"b_uniform({word}])" if e.arg == "rand"
-                          else f"b_box_muller({word}], {word} + 1])")
+            out[id(e)] = {"rand": f"b_uniform({word}])", "bits": f"((int64_t){word}])",
+                          "randn": f"b_box_muller({word}], {word} + 1])"}[e.arg]
         return out

@@ -228,13 +228,15 @@ BRAZE_INLINE float b_box_muller(uint32_t first, uint32_t second) {
                                              | (__builtin_bit_cast(uint32_t, 1.0e-7f) & ~keep));
   return sqrtf(-2.0f * logf(u1)) * cosf(th);
 }
-// Word offset % 4 of counter offset / 4 (ir.expr.random).
-BRAZE_INLINE float b_rand(int64_t seed, int64_t offset) {
+// Word offset % 4 of counter offset / 4 (ir.expr.random): a uniform, or the word itself.
+BRAZE_INLINE uint32_t b_word(int64_t seed, int64_t offset) {
   uint32_t first, second;
   b_philox_pair(seed, offset >> 2, ((uint32_t)offset >> 1) & 1u, &first, &second);
   const uint32_t odd = -((uint32_t)offset & 1u);
-  return b_uniform((first & ~odd) | (second & odd));
+  return (first & ~odd) | (second & odd);
 }
+BRAZE_INLINE float b_rand(int64_t seed, int64_t offset) { return b_uniform(b_word(seed, offset)); }
+BRAZE_INLINE int64_t b_bits(int64_t seed, int64_t offset) { return (int64_t)b_word(seed, offset); }
 // The pair of words offset % 2 of counter offset / 2.
 BRAZE_INLINE float b_randn(int64_t seed, int64_t offset) {
   uint32_t first, second;

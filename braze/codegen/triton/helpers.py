@@ -402,14 +402,26 @@ def uniform_of_word(w):
     x = tl.where(x < 0, ~x, x)
     return x.to(tl.float32) * 4.6566127342e-10
 '''),
-    "philox_rand": ("philox_words uniform_of_word", '''
+    "philox_word": ("philox_words", '''
 @triton.jit
-def philox_rand(seed, offset):
-    """Uniform in [0, 1): word offset % 4 of counter offset // 4. Where a thread holds four
-    aligned neighbouring offsets, the compiler sees one counter and computes one Philox."""
+def philox_word(seed, offset):
+    """Word offset % 4 of counter offset // 4. Where a thread holds four aligned neighbouring
+    offsets, the compiler sees one counter and computes one Philox."""
     c0, c1, c2, c3 = philox_words(seed, offset >> 2)
     j = offset & 3
-    return uniform_of_word(tl.where(j < 2, tl.where(j == 0, c0, c1), tl.where(j == 2, c2, c3)))
+    return tl.where(j < 2, tl.where(j == 0, c0, c1), tl.where(j == 2, c2, c3))
+'''),
+    "philox_rand": ("philox_word uniform_of_word", '''
+@triton.jit
+def philox_rand(seed, offset):
+    """Uniform in [0, 1): the word of ``offset`` (``philox_word``)."""
+    return uniform_of_word(philox_word(seed, offset))
+'''),
+    "philox_bits": ("philox_word", '''
+@triton.jit
+def philox_bits(seed, offset):
+    """The word of ``offset`` (``philox_word``) as an int64 in [0, 2^32)."""
+    return philox_word(seed, offset).to(tl.uint64).to(tl.int64, bitcast=True)
 '''),
     "philox_randn": ("philox_words uniform_of_word", '''
 @triton.jit

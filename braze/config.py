@@ -79,7 +79,7 @@ KNOBS = (
          "in inference graphs, run matrix products x @ W1.T, x @ W2.T, ... of one x as one "
          "product with the weights concatenated (q/k/v projections)"),
     Knob("fallback_random", "BRAZE_FALLBACK_RANDOM", False, _flag,
-         "run rand, randn, bernoulli, uniform, normal, exponential and dropout through ATen, giving "
+         "run rand, randn, randint, bernoulli, uniform, normal, exponential and dropout through ATen, giving "
          "eager's numbers from the same seed (off: drawn inside the fused kernels by Philox4x32-10, "
          "one counter per four uniforms)"),
     Knob("specialize_dynamic", "BRAZE_SPECIALIZE_DYNAMIC", True, _flag,

@@ -70,6 +70,11 @@ def test_same_seed_same_numbers_and_each_call_new_ones(backend):
     assert (first[0] == first[1]).sum().item() < 10  # the graph's two tensors draw other counters
 
 
+def _first_words(seed: int, n: int) -> np.ndarray:
+    """Words 0 .. n - 1 of the stream: word i % 4 of counter i // 4 (``rand``'s and ``randint``'s)."""
+    return np.choose(np.arange(n) % 4, _philox_words(seed, np.arange(n, dtype=np.uint64) // np.uint64(4)))
+
+
 def _philox_words(seed: int, counters: np.ndarray) -> list:
     """Philox4x32-10 (Salmon et al. 2011) of counters (counter low, counter high, 0, 0)
     under key (seed low, seed high): its four words, in numpy uint64 holding 32-bit values."""
@@ -111,10 +116,7 @@ def test_numbers_are_philox_words_four_to_a_counter(backend, shape, reduce):
     torch.manual_seed(3)
     u, z = (t.cpu() for t in braze.compile(draw)(x)[:2])
     n = x.numel()
-    words = _philox_words(seed, np.arange(n, dtype=np.uint64) // np.uint64(4))
-    lane = np.arange(n) % 4
-    expected_u = _uniform_of_words(np.choose(lane, words))
-    assert torch.equal(u.flatten(), expected_u)
+    assert torch.equal(u.flatten(), _uniform_of_words(_first_words(seed, n)))
     first = -(-n // 4) * 4 // 2  # the normals' first number: the next whole counter, 2 words each
     i = np.arange(first, first + n, dtype=np.uint64)
     words = _philox_words(seed, i // np.uint64(2))
@@ -143,9 +145,7 @@ def test_randint_is_low_plus_a_word_modulo_the_range(backend, low, high, dtype):
     with Compiled() as rec:
         result = braze.compile(draw)(x).cpu()
     assert sum(len(g.fallbacks) for g in rec.graphs) == 0 and len(rec.graphs[0].kernels) == 1
-    n = x.numel()
-    words = np.choose(np.arange(n) % 4, _philox_words(seed, np.arange(n, dtype=np.uint64) // np.uint64(4)))
-    values = torch.from_numpy((words.astype(np.int64) % (high - low)) + low)
+    values = torch.from_numpy(_first_words(seed, x.numel()).astype(np.int64) % (high - low) + low)
     assert result.dtype == dtype
     assert torch.equal(result.flatten(), (values.to(dtype) * 2 + x.cpu().flatten().to(dtype)))
 

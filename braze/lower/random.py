@@ -30,7 +30,8 @@ import torch
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import COUNTER_WORDS, RANDOM_WORDS, Expr, Op, binary, cast, const, index, load, random, unary, where
+from braze.ir.expr import (COUNTER_WORDS, RANDOM_WORDS, Expr, Op, binary, cast, const, index, load, random, unary,
+                            where)
 from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register
 from braze.lower.pointwise import as_expr, finish

@@ -24,6 +24,10 @@ from braze.ir import simplify as S
 from braze.ir.expr import COUNTER_WORDS, RANDOM_WORDS, Expr, Op, walk
 
 
+_READ = {"rand": "b_uniform({w}])", "bits": "((int64_t){w}])",  # {w}: the word's element, unclosed
+         "randn": "b_box_muller({w}], {w} + 1])"}
+
+
 def _lane_step(offset: Expr, var):
     """How far ``offset`` (an int64 random offset: an index cast to int64, plus
     constants) moves per step of ``var``; None when it is not affine in ``var``."""
@@ -75,7 +79,5 @@ class BlockDraws:
         for e in self.draws:
             name = self.names[id(e)]
             step = lane if RANDOM_WORDS[e.arg] == 1 else f"{RANDOM_WORDS[e.arg]} * {lane}"
-            word = f"{name}[({name}_w & 3) + {step}"
-            out[id(e)] = {"rand": f"b_uniform({word}])", "bits": f"((int64_t){word}])",
-                          "randn": f"b_box_muller({word}], {word} + 1])"}[e.arg]
+            out[id(e)] = _READ[e.arg].format(w=f"{name}[({name}_w & 3) + {step}")
         return out

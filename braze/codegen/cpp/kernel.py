@@ -384,9 +384,10 @@ class CppKernel:
         """The random values the innermost loop draws a block at a time (``draws``), if it
         runs whole (no pieces) and not inside a foreach kernel's parallel region."""
         loops = self.plan.outer
-        if not loops or cuts or self.nested or self._lanes_for(loops[-1].size) < 4:
+        lanes = self._lanes_for(loops[-1].size) if loops else 0
+        if cuts or self.nested or lanes < 4:
             return None
-        return BlockDraws(self, self.plan.expressions(), loops[-1], self._lanes_for(loops[-1].size))
+        return BlockDraws(self, self.plan.expressions(), loops[-1], lanes)
 
     def _pointwise_blocks(self, indent: str, draws: BlockDraws) -> None:
         """The innermost loop in blocks of lanes, each block's random words drawn first."""

@@ -111,6 +111,12 @@ KNOBS = (
               "scalar sincos call that does not vectorize)"),
     Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
          "OpenMP threads for cpp kernels (default: torch.get_num_threads())"),
+    Knob("host_cache_mb", "BRAZE_HOST_CACHE_MB", 512, int,
+         "cpp: MB of freed CPU buffers braze keeps for reuse by the next call (0: off); a training step "
+         "then writes its gradients and activations into memory already faulted in"),
+    Knob("host_cache_min_kb", "BRAZE_HOST_CACHE_MIN_KB", 256, int,
+         "cpp: smallest CPU buffer, in KB, that goes through braze's buffer cache (smaller ones stay "
+         "with ATen's allocator)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
     Knob("autotune", "BRAZE_AUTOTUNE", False, _flag, "triton: try a few launch configurations per kernel, cached"),
     Knob("foreach_max_parts", "BRAZE_FOREACH_MAX_PARTS", 8, int,

@@ -36,7 +36,8 @@ from braze import config
 from braze.runtime import cache
 
 # Knobs that change what is reported or where things go, not what is generated.
-_NEUTRAL_KNOBS = {"strict", "debug", "debug_dir", "cache", "cache_dir", "graph_cache", "compile_workers"}
+_NEUTRAL_KNOBS = {"strict", "debug", "debug_dir", "cache", "cache_dir", "graph_cache", "compile_workers",
+                  "host_cache_mb"}
 _FORMAT = "braze-graph-1"
 
 

@@ -8,7 +8,10 @@ program it runs and can be printed, saved and rerun on its own.
 Memory: outputs are allocated with their eager strides. Intermediates live in
 raw byte storages taken from a pool: when a buffer is read for the last time its
 storage returns to the pool and the next intermediate of the same byte size
-reuses it. ATen results are checked against the strides braze compiled for and
+reuses it. On the CPU, buffers of at least ``config.host_cache_min_kb`` (outputs,
+intermediates and matrix-product results, written with ``out=``) come from
+``host_cache``, so that memory freed by one call is not faulted in again by the
+next. ATen results are checked against the strides braze compiled for and
 copied when ATen chose others.
 """
 from __future__ import annotations
@@ -18,7 +21,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from braze import config
 from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph, InputNode, row_major_strides
+from braze.runtime import host_cache
 
 
 @dataclass
@@ -43,7 +48,7 @@ def environment(device: torch.device, kernel_objects: dict) -> dict:
     launchers and constants it names."""
     return {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty": _allocator(device),
             "_alias": _alias, "_host_scalar": _host_scalar, "_ensure_layout": _ensure_layout,
-            "_aligned_matmul": _aligned_matmul,
+            "_aligned_matmul": _aligned_matmul, "_cached_empty": host_cache.CACHE.empty,
             "_DeviceGuard": getattr(torch.cuda, "_DeviceGuard", None), **kernel_objects}
 
 
@@ -110,7 +115,7 @@ class _Writer:
             self.allocated.add(name)
             layout = node.layout
             if name in self.outputs or layout.storage_numel() == 0:
-                self.lines.append(f"    {name} = _empty({layout.sizes!r}, {layout.strides!r}, {node.dtype})")
+                self.lines.append(f"    {name} = {self._empty_text(layout, node.dtype)}")
                 continue
             nbytes = layout.storage_numel() * node.dtype.itemsize
             raw = self._raw(nbytes, node.dtype)
@@ -126,8 +131,21 @@ class _Writer:
         raw = f"raw{self.raw_count}"
         self.raw_count += 1
         self.raw_dtype[raw] = dtype
-        self.lines.append(f"    {raw} = _empty(({max(nbytes // dtype.itemsize, 1)},), (1,), {dtype})")
+        numel = max(nbytes // dtype.itemsize, 1)
+        empty = "_cached_empty" if self._reused_bytes(numel * dtype.itemsize) else "_empty"
+        self.lines.append(f"    {raw} = {empty}(({numel},), (1,), {dtype})")
         return raw
+
+    def _empty_text(self, layout, dtype) -> str:
+        """An allocation: from braze's CPU buffer cache where the buffer is large enough."""
+        empty = "_cached_empty" if self._reused(layout, dtype) else "_empty"
+        return f"{empty}({layout.sizes!r}, {layout.strides!r}, {dtype})"
+
+    def _reused(self, layout, dtype) -> bool:
+        return self._reused_bytes(layout.storage_numel() * dtype.itemsize)
+
+    def _reused_bytes(self, nbytes: int) -> bool:
+        return self.device.type == "cpu" and nbytes >= config.host_cache_min_kb * 1024
 
     def _release(self, k: int) -> None:
         dead = [name for name, last in self.last_use.items() if last == k and name not in self.outputs
@@ -151,6 +169,9 @@ class _Writer:
             name, _, layout = outs[0]
             if node.target in PADDED_MATMULS and _padded(layout):
                 self.lines.append(f"    {name} = _aligned_matmul({target[:-len('.default')]}.out, {args}{kwargs})")
+            elif node.target in CONTIGUOUS_RESULTS and _row_major(layout) and self._reused(layout, outs[0][1]):
+                out = self._empty_text(layout, outs[0][1])
+                self.lines.append(f"    {name} = {target[:-len('.default')]}.out({args}{kwargs}, out={out})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
                 if not (node.target in CONTIGUOUS_RESULTS
@@ -247,6 +268,10 @@ def _same_strides(sizes, strides, layout) -> bool:
 def _strides_match(sizes, strides, wanted) -> bool:
     """Equal strides, those of size-1 dimensions aside (they address nothing)."""
     return all(s == 1 or a == b for s, a, b in zip(sizes, strides, wanted))
+
+
+def _row_major(layout) -> bool:
+    return layout.offset == 0 and tuple(layout.strides) == tuple(row_major_strides(layout.sizes))
 
 
 def _padded(layout) -> bool:

@@ -143,7 +143,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     t = time.perf_counter()
     constants = [(f"{n.name}_value", n.origins[0], n.constant) for n in graph.nodes
                  if isinstance(n, InputNode) and n.constant is not None]
-    wrapper = generate(graph, steps)
+    wrapper = generate(graph, steps, _private_outputs(graph, kind, visible))
     run = _load_wrapper(name, wrapper, graph.device, {**built.objects, **{g: c for g, _, c in constants}})
     timings["wrapper"] = _lap(t)
     report = dict(
@@ -181,6 +181,17 @@ def _rebuild_ir(gm: torch.fx.GraphModule, kind: str) -> Graph:
     graph, _ = lower(gm, keep_padding=kind != "backward", group_matmuls=kind == "inference")
     inline(graph)
     return graph
+
+
+def _private_outputs(graph: Graph, kind: str, visible) -> frozenset:
+    """Output buffers that reach autograd, not the user: a backward's gradients and the
+    activations a forward saves for its backward (outputs past ``visible``)."""
+    buffers = [o.buffer for o in graph.outputs]
+    if kind == "backward":
+        return frozenset(b for b in buffers if b is not None)
+    if kind == "forward" and visible is not None:
+        return frozenset(b for b in buffers[visible:] if b is not None) - set(buffers[:visible])
+    return frozenset()
 
 
 def _load_wrapper(name: str, text: str, device, objects: dict):

@@ -112,8 +112,9 @@ KNOBS = (
     Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
          "OpenMP threads for cpp kernels (default: torch.get_num_threads())"),
     Knob("host_cache_mb", "BRAZE_HOST_CACHE_MB", 512, int,
-         "cpp: MB of freed CPU buffers braze keeps for reuse by the next call (0: off); a training step "
-         "then writes its gradients and activations into memory already faulted in"),
+         "cpp: MB of freed CPU buffers braze keeps for reuse by the next call (0: off): intermediates, "
+         "gradients and saved activations, not the outputs the user holds; a training step then writes "
+         "into memory already faulted in"),
     Knob("host_cache_min_kb", "BRAZE_HOST_CACHE_MIN_KB", 256, int,
          "cpp: smallest CPU buffer, in KB, that goes through braze's buffer cache (smaller ones stay "
          "with ATen's allocator)"),

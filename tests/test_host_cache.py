@@ -92,3 +92,23 @@ def test_training_steps_reuse_blocks_and_keep_old_gradients():
         assert CACHE.hits > hits  # later steps got blocks that earlier steps freed
         report = braze.explain(_mlp_loss, x, target, *params)
     assert "out=_cached_empty(" in report.graph("backward").wrapper  # the weight gradients
+
+
+def test_outputs_the_user_holds_stay_resizable():
+    """A cached block's storage cannot grow, so outputs the user gets (inference results,
+    a forward's visible outputs) come from ATen's allocator; intermediates still use the cache."""
+    x, w = torch.randn(256, 512), torch.randn(512, 512, requires_grad=True)
+
+    def fn(x, w):
+        return (x @ w).relu() @ w
+
+    with braze.config.patch(host_cache_min_kb=4):
+        with torch.no_grad():
+            out = braze.compile(fn)(x, w)
+            wrapper = braze.explain(fn, x, w).graphs[0].wrapper
+        assert "_cached_empty(" in wrapper  # the intermediate product
+        out.resize_(512, 1024)  # would raise for a cached block
+        y = braze.compile(fn)(x, w)
+        y.detach().resize_(512, 1024)
+        forward = braze.explain(fn, x, w).graph("forward").wrapper
+    assert "_cached_empty(" in forward  # x @ w, saved for the backward

@@ -1,7 +1,9 @@
 """Reuse of large CPU buffers between calls, so that memory is not faulted in again.
 
 Takes: allocation requests ``empty(sizes, strides, dtype)`` from the wrappers of
-CPU graphs (their outputs, intermediates and matrix-product results).
+CPU graphs: intermediates, matrix-product results, a backward's gradients and the
+activations a forward saves for its backward. Not the outputs the user holds: a
+block's storage cannot grow, so ``resize_`` to a larger size would raise.
 Gives: tensors whose memory is a block this cache owns. When the last tensor on a
 block dies (a gradient set to None, an activation freed after the backward), the
 block goes back to a free list and the next request of the same size gets it.

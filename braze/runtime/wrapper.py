@@ -38,9 +38,10 @@ class Step:
     skip: bool = False  # empty iteration space
 
 
-def generate(graph: Graph, steps: list) -> str:
-    """The text of ``call(args)``."""
-    return _Writer(graph, steps, graph.device).run()
+def generate(graph: Graph, steps: list, private_outputs: frozenset = frozenset()) -> str:
+    """The text of ``call(args)``. ``private_outputs``: output buffers the user never holds
+    (gradients, activations saved for the backward), which may come from the CPU buffer cache."""
+    return _Writer(graph, steps, graph.device, private_outputs).run()
 
 
 def environment(device: torch.device, kernel_objects: dict) -> dict:
@@ -53,8 +54,9 @@ def environment(device: torch.device, kernel_objects: dict) -> dict:
 
 
 class _Writer:
-    def __init__(self, graph: Graph, steps: list, device):
+    def __init__(self, graph: Graph, steps: list, device, private_outputs: frozenset):
         self.graph, self.steps, self.device = graph, steps, device
+        self.private_outputs = private_outputs
         self.lines: list[str] = []
         self.outputs = {o.buffer for o in graph.outputs if o.buffer is not None}
         self.last_use = self._last_uses()
@@ -115,7 +117,7 @@ class _Writer:
             self.allocated.add(name)
             layout = node.layout
             if name in self.outputs or layout.storage_numel() == 0:
-                self.lines.append(f"    {name} = {self._empty_text(layout, node.dtype)}")
+                self.lines.append(f"    {name} = {self._empty_text(name, layout, node.dtype)}")
                 continue
             nbytes = layout.storage_numel() * node.dtype.itemsize
             raw = self._raw(nbytes, node.dtype)
@@ -136,13 +138,16 @@ class _Writer:
         self.lines.append(f"    {raw} = {empty}(({numel},), (1,), {dtype})")
         return raw
 
-    def _empty_text(self, layout, dtype) -> str:
-        """An allocation: from braze's CPU buffer cache where the buffer is large enough."""
-        empty = "_cached_empty" if self._reused(layout, dtype) else "_empty"
+    def _empty_text(self, name: str, layout, dtype) -> str:
+        """An allocation: from braze's CPU buffer cache where the buffer is large enough and
+        the user will not hold it (a cached block's storage cannot grow: ``resize_`` to a
+        larger size raises)."""
+        empty = "_cached_empty" if self._reused(name, layout, dtype) else "_empty"
         return f"{empty}({layout.sizes!r}, {layout.strides!r}, {dtype})"
 
-    def _reused(self, layout, dtype) -> bool:
-        return self._reused_bytes(layout.storage_numel() * dtype.itemsize)
+    def _reused(self, name: str, layout, dtype) -> bool:
+        private = name not in self.outputs or name in self.private_outputs
+        return private and self._reused_bytes(layout.storage_numel() * dtype.itemsize)
 
     def _reused_bytes(self, nbytes: int) -> bool:
         return self.device.type == "cpu" and nbytes >= config.host_cache_min_kb * 1024
@@ -169,8 +174,8 @@ class _Writer:
             name, _, layout = outs[0]
             if node.target in PADDED_MATMULS and _padded(layout):
                 self.lines.append(f"    {name} = _aligned_matmul({target[:-len('.default')]}.out, {args}{kwargs})")
-            elif node.target in CONTIGUOUS_RESULTS and _row_major(layout) and self._reused(layout, outs[0][1]):
-                out = self._empty_text(layout, outs[0][1])
+            elif node.target in CONTIGUOUS_RESULTS and _row_major(layout) and self._reused(name, layout, outs[0][1]):
+                out = self._empty_text(name, layout, outs[0][1])
                 self.lines.append(f"    {name} = {target[:-len('.default')]}.out({args}{kwargs}, out={out})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")

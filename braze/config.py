@@ -112,11 +112,11 @@ KNOBS = (
     Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
          "OpenMP threads for cpp kernels (default: torch.get_num_threads())"),
     Knob("host_cache_mb", "BRAZE_HOST_CACHE_MB", 512, int,
-         "cpp: MB of freed CPU buffers braze keeps for reuse by the next call (0: off): intermediates, "
+         "CPU: MB of freed CPU buffers braze keeps for reuse by the next call (0: off): intermediates, "
          "gradients and saved activations, not the outputs the user holds; a training step then writes "
          "into memory already faulted in"),
     Knob("host_cache_min_kb", "BRAZE_HOST_CACHE_MIN_KB", 256, int,
-         "cpp: smallest CPU buffer, in KB, that goes through braze's buffer cache (smaller ones stay "
+         "CPU: smallest buffer, in KB, that goes through braze's buffer cache (smaller ones stay "
          "with ATen's allocator)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
     Knob("autotune", "BRAZE_AUTOTUNE", False, _flag, "triton: try a few launch configurations per kernel, cached"),

@@ -8,10 +8,10 @@ program it runs and can be printed, saved and rerun on its own.
 Memory: outputs are allocated with their eager strides. Intermediates live in
 raw byte storages taken from a pool: when a buffer is read for the last time its
 storage returns to the pool and the next intermediate of the same byte size
-reuses it. On the CPU, buffers of at least ``config.host_cache_min_kb`` (outputs,
-intermediates and matrix-product results, written with ``out=``) come from
-``host_cache``, so that memory freed by one call is not faulted in again by the
-next. ATen results are checked against the strides braze compiled for and
+reuses it. On the CPU, buffers of at least ``config.host_cache_min_kb`` come from
+``host_cache`` (intermediates, matrix-product results written with ``out=``, and
+outputs the user never holds), so that memory freed by one call is not faulted in
+again by the next. ATen results are checked against the strides braze compiled for and
 copied when ATen chose others.
 """
 from __future__ import annotations

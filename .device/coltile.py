@@ -4,16 +4,12 @@ unsplit column blocks of 4x the elements at 64 columns), next to Inductor. Print
 (bytes read / copy rate). python .device/coltile.py"""
 import torch, triton
 import braze
+import probekit
 import braze.codegen.triton.shapes as S
 
 half = S._half_width
 rules = {"old": lambda plan: False, "new": half}
-big = torch.randn(1 << 26, device="cuda")
-src = torch.empty_like(big)
-copy_ms = triton.testing.do_bench(lambda: src.copy_(big))
-copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
-print(f"copy {copy_ms * 1e3:.1f} us = {copy_gbs:.0f} GB/s")
-del big, src
+copy_gbs = probekit.copy_gbs()
 fns = {"sum": lambda x, y: x.sum(0), "sum(x*y)": lambda x, y: (x * y).sum(0),
        "bn-like 2 sums": lambda x, y: (y.sum(0), (y * x).sum(0)), "var_mean": lambda x, y: torch.var_mean(x, 0)}
 cases = [(8192, 8192, torch.bfloat16, "sum"), (16384, 4096, torch.bfloat16, "sum"), (32768, 1024, torch.bfloat16, "sum"),

@@ -4,6 +4,7 @@ python .device/welfordtile.py [--patch-only MODE]: with --patch-only, only patch
 import sys
 import torch, triton
 import braze
+import probekit
 import braze.codegen.triton.shapes as S
 from braze.ir.expr import Op, free_vars, walk
 
@@ -27,12 +28,7 @@ rules = {"now": (half, split_tile), "welford x2": (one_narrow_input, split_tile)
 if "--patch-only" in sys.argv:
     S._half_width, S._split_tile = rules[sys.argv[sys.argv.index("--patch-only") + 1]]
 else:
-    big = torch.randn(1 << 26, device="cuda")
-    src = torch.empty_like(big)
-    copy_ms = triton.testing.do_bench(lambda: src.copy_(big))
-    copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
-    print(f"copy {copy_ms * 1e3:.1f} us = {copy_gbs:.0f} GB/s")
-    del big, src
+    copy_gbs = probekit.copy_gbs()
     fn = lambda x: torch.var_mean(x, 0)
     for rows, cols in ((8192, 8192), (16384, 4096), (200704, 64), (50176, 128), (12544, 256), (4096, 16384)):
         x = torch.randn(rows, cols, device="cuda").to(torch.bfloat16)

@@ -2,8 +2,7 @@
 with the larger blocks braze gives one half-width input ('new', shapes._half_width: split tiles of 2x,
 unsplit column blocks of 4x the elements at 64 columns), next to Inductor. Prints us and % of copy
 (bytes read / copy rate). python .device/coltile.py"""
-import torch, triton
-import braze
+import torch
 import probekit
 import braze.codegen.triton.shapes as S
 
@@ -22,21 +21,6 @@ for rows, cols, dtype, fname in cases:
     x = torch.randn(rows, cols, device="cuda").to(dtype)
     y = torch.randn(rows, cols, device="cuda").to(dtype)
     reads = (2 if fname != "sum" and fname != "var_mean" else 1) * x.numel() * x.element_size()
-    line = []
-    for label in list(rules) + ["inductor"]:
-        torch._dynamo.reset()
-        if label == "inductor":
-            f = torch.compile(fn); launch = ""
-        else:
-            S._half_width = rules[label]
-            with braze.config.patch(graph_cache=False):
-                report = braze.explain(fn, x, y)
-                f = braze.compile(fn)
-                f(x, y)
-            launch = ",".join(k.shape for k in report.kernels)
-        f(x, y)
-        ms = triton.testing.do_bench(lambda: f(x, y))
-        line.append(f"{label} {ms * 1e3:.1f} us {reads / ms / 1e6 / copy_gbs * 100:.0f}% {launch}")
+    line = probekit.compare(fn, (x, y), S, "_half_width", rules, reads, copy_gbs)
     print(f"{rows}x{cols} {str(dtype)[6:]} {fname}: " + " | ".join(line), flush=True)
     del x, y
-S._half_width = half

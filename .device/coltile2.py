@@ -1,7 +1,7 @@
 """Unsplit column sums of one bf16 input compiled by braze on the H100: the [RBLOCK, XBLOCK] block at
 2x, 4x and 8x the device's block elements, and at 4x with 64 columns a program, next to Inductor.
 python .device/coltile2.py (the rule it chose, "x4 64 cols", is shapes._column's half_width since 2354925)"""
-import torch, triton
+import torch
 import probekit
 import braze.codegen.triton.shapes as S
 
@@ -33,18 +33,6 @@ for rows, cols, dtype in ((4096, 16384, torch.bfloat16), (2048, 16384, torch.bfl
     x = torch.randn(rows, cols, device="cuda").to(dtype)
     ref = x.double().sum(0)
     reads = x.numel() * x.element_size()
-    line = []
-    for label in list(rules) + ["inductor"]:
-        torch._dynamo.reset()
-        if label == "inductor":
-            f = torch.compile(fn); launch = ""
-        else:
-            S._column = rules[label]
-            f, launch = probekit.compile_braze(fn, x)
-        out = f(x)
-        err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
-        ms = triton.testing.do_bench(lambda: f(x))
-        line.append(f"{label} {ms * 1e3:.1f} us {reads / ms / 1e6 / copy_gbs * 100:.0f}% {launch} err {err:.0e}")
+    line = probekit.compare(fn, (x,), S, "_column", rules, reads, copy_gbs, reference=ref)
     print(f"{rows}x{cols} {str(dtype)[6:]}:\n   " + "\n   ".join(line), flush=True)
     del x
-S._column = original

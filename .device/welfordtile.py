@@ -2,8 +2,7 @@
 with the half-width tiles (4096, as a plain sum gets) and 8192, next to Inductor.
 python .device/welfordtile.py [--patch-only MODE]: with --patch-only, only patch shapes (for stepab.py)."""
 import sys
-import torch, triton
-import braze
+import torch
 import probekit
 import braze.codegen.triton.shapes as S
 from braze.ir.expr import Op, free_vars, walk
@@ -33,20 +32,7 @@ else:
     for rows, cols in ((8192, 8192), (16384, 4096), (200704, 64), (50176, 128), (12544, 256), (4096, 16384)):
         x = torch.randn(rows, cols, device="cuda").to(torch.bfloat16)
         ref = torch.var_mean(x.double(), 0)
-        line = []
-        for label in list(rules) + ["inductor"]:
-            torch._dynamo.reset()
-            if label == "inductor":
-                f = torch.compile(fn)
-            else:
-                S._half_width, S._split_tile = rules[label]
-                with braze.config.patch(graph_cache=False):
-                    f = braze.compile(fn)
-                    f(x)
-            out = f(x)
-            err = max(((o.double() - r).abs().max() / r.abs().max()).item() for o, r in zip(out, ref))
-            ms = triton.testing.do_bench(lambda: f(x))
-            line.append(f"{label} {ms * 1e3:.1f} us {x.numel() * 2 / ms / 1e6 / copy_gbs * 100:.0f}% err {err:.0e}")
+        line = probekit.compare(fn, (x,), S, ("_half_width", "_split_tile"), rules, x.numel() * 2, copy_gbs,
+                                reference=ref)
         print(f"{rows}x{cols} bf16 var_mean: " + " | ".join(line), flush=True)
         del x
-    S._half_width, S._split_tile = rules["now"]

@@ -137,14 +137,15 @@ def test_column_sum_exact(shape, dtype):
 
 def test_column_sum_source_single_thread():
     """2048 fp32 columns: one block of all columns (double accumulators, 16 KiB), rows
-    folded four at a time, each in order."""
+    folded four at a time, each in order, into a float partial added to the double once."""
     with braze.config.patch(num_threads=1):
         compiled = check(lambda x: x.sum(0), torch.randn(512, 2048))
     (kernel,) = compiled.kernels
     source = kernel_source(compiled)
     assert kernel.shape == "column"
     assert "xb += 2048" in source and "double a0_v[2048]" in source, source
-    assert "rb += 4" in source and source.count("a0_v[l] = (a0_v[l] + (double)(") == 4, source
+    assert "rb += 4" in source and source.count("a0c_v[l] = (a0c_v[l] + ") == 4, source
+    assert source.count("a0_v[l] = (a0_v[l] + (double)(a0c_v[l]));") == 1, source
 
 
 def test_column_sum_blocks_for_every_thread():

@@ -13,16 +13,16 @@ from braze.runtime.host_cache import CACHE, HostBufferCache
 def test_a_block_returns_only_when_its_last_view_dies():
     cache = HostBufferCache()
     with braze.config.patch(host_cache_mb=64):
-        t = cache.empty((512, 512), (512, 1), torch.float32)
+        t = cache.empty((512, 512), (512, 1), torch.float32, 512 * 512)
         t.copy_(torch.randn(512, 512))
         address, row = t.data_ptr(), t[1].clone()
         view = t[1:]
         del t
-        other = cache.empty((512, 512), (512, 1), torch.float32)
+        other = cache.empty((512, 512), (512, 1), torch.float32, 512 * 512)
         assert other.data_ptr() != address  # the view still holds the block
         torch.testing.assert_close(view[0], row)
         del view
-        again = cache.empty((512, 512), (512, 1), torch.float32)
+        again = cache.empty((512, 512), (512, 1), torch.float32, 512 * 512)
         assert again.data_ptr() == address and (cache.hits, cache.misses) == (1, 2)
         del other, again
 
@@ -30,7 +30,7 @@ def test_a_block_returns_only_when_its_last_view_dies():
 def test_free_blocks_stay_within_the_limit_and_can_be_released():
     cache = HostBufferCache()
     with braze.config.patch(host_cache_mb=1):
-        blocks = [cache.empty((1 << 18,), (1,), torch.float32) for _ in range(3)]  # 1 MB each
+        blocks = [cache.empty((1 << 18,), (1,), torch.float32, 1 << 18) for _ in range(3)]  # 1 MB each
         del blocks
         assert cache.free_bytes == 1 << 20
         cache.release_all()
@@ -40,7 +40,7 @@ def test_free_blocks_stay_within_the_limit_and_can_be_released():
 def test_a_strided_buffer_gets_its_whole_storage():
     cache = HostBufferCache()
     with braze.config.patch(host_cache_mb=64):
-        t = cache.empty((300, 400), (1, 300), torch.float64)  # column-major
+        t = cache.empty((300, 400), (1, 300), torch.float64, 300 * 400)  # column-major
         assert t.stride() == (1, 300) and t.untyped_storage().nbytes() == 300 * 400 * 8
         x = torch.randn(300, 400, dtype=torch.float64)
         t.copy_(x)
@@ -50,7 +50,7 @@ def test_a_strided_buffer_gets_its_whole_storage():
 def test_a_tensor_freed_in_another_thread_gives_its_block_back():
     cache = HostBufferCache()
     with braze.config.patch(host_cache_mb=64):
-        box = [cache.empty((1 << 16,), (1,), torch.float32)]
+        box = [cache.empty((1 << 16,), (1,), torch.float32, 1 << 16)]
         thread = threading.Thread(target=box.clear)
         thread.start()
         thread.join()
@@ -60,7 +60,7 @@ def test_a_tensor_freed_in_another_thread_gives_its_block_back():
 def test_off_leaves_allocation_to_aten():
     cache = HostBufferCache()
     with braze.config.patch(host_cache_mb=0):
-        t = cache.empty((1 << 16,), (1,), torch.float32)
+        t = cache.empty((1 << 16,), (1,), torch.float32, 1 << 16)
     assert t.shape == (1 << 16,) and cache.misses == 0 and not cache._owners
 
 

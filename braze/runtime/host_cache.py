@@ -41,11 +41,11 @@ class HostBufferCache:
         self.free_bytes = 0
         self.hits = self.misses = 0
 
-    def empty(self, sizes, strides, dtype: torch.dtype) -> torch.Tensor:
-        """Like ``torch.empty_strided`` on the CPU; the wrapper calls it only for large buffers."""
+    def empty(self, sizes, strides, dtype: torch.dtype, numel: int) -> torch.Tensor:
+        """Like ``torch.empty_strided`` on the CPU; ``numel``: the elements its storage spans
+        (known when the wrapper is written, which calls this only for large buffers)."""
         if config.host_cache_mb <= 0:
             return _aten_empty(sizes, strides, dtype)
-        numel = _storage_numel(sizes, strides)
         block = -(-numel * dtype.itemsize // _PAGE) * _PAGE
         lease = self._lease_type(block).from_address(self._take(block))
         flat = torch.frombuffer(lease, dtype=dtype, count=numel)
@@ -92,12 +92,6 @@ class HostBufferCache:
                     cache._give_back(block, ctypes.addressof(self))
             lease = self._lease_types[block] = Lease
         return lease
-
-
-def _storage_numel(sizes, strides) -> int:
-    if any(s == 0 for s in sizes):
-        return 0
-    return 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
 
 
 _FAST = getattr(torch._C._dynamo, "guards", None)

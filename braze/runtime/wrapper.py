@@ -11,8 +11,8 @@ storage returns to the pool and the next intermediate of the same byte size
 reuses it. On the CPU, buffers of at least ``config.host_cache_min_kb`` come from
 ``host_cache`` (intermediates, matrix-product results written with ``out=``, and
 outputs the user never holds), so that memory freed by one call is not faulted in
-again by the next. ATen results are checked against the strides braze compiled for and
-copied when ATen chose others.
+again by the next. ATen results are checked against the strides braze compiled for
+and copied when ATen chose others.
 """
 from __future__ import annotations
 
@@ -134,16 +134,17 @@ class _Writer:
         self.raw_count += 1
         self.raw_dtype[raw] = dtype
         numel = max(nbytes // dtype.itemsize, 1)
-        empty = "_cached_empty" if self._reused_bytes(numel * dtype.itemsize) else "_empty"
-        self.lines.append(f"    {raw} = {empty}(({numel},), (1,), {dtype})")
+        cached = f", {numel}" if self._reused_bytes(numel * dtype.itemsize) else ""
+        self.lines.append(f"    {raw} = {'_cached_empty' if cached else '_empty'}(({numel},), (1,), {dtype}{cached})")
         return raw
 
     def _empty_text(self, name: str, layout, dtype) -> str:
         """An allocation: from braze's CPU buffer cache where the buffer is large enough and
         the user will not hold it (a cached block's storage cannot grow: ``resize_`` to a
         larger size raises)."""
-        empty = "_cached_empty" if self._reused(name, layout, dtype) else "_empty"
-        return f"{empty}({layout.sizes!r}, {layout.strides!r}, {dtype})"
+        if self._reused(name, layout, dtype):
+            return f"_cached_empty({layout.sizes!r}, {layout.strides!r}, {dtype}, {layout.storage_numel()})"
+        return f"_empty({layout.sizes!r}, {layout.strides!r}, {dtype})"
 
     def _reused(self, name: str, layout, dtype) -> bool:
         private = name not in self.outputs or name in self.private_outputs
@@ -179,8 +180,7 @@ class _Writer:
                 self.lines.append(f"    {name} = {target[:-len('.default')]}.out({args}{kwargs}, out={out})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
-                if not (node.target in CONTIGUOUS_RESULTS
-                        and tuple(layout.strides) == tuple(row_major_strides(layout.sizes))):
+                if not (node.target in CONTIGUOUS_RESULTS and _row_major(layout)):
                     self._check_layout(outs[0])
             return
         result = f"{node.name}_result"

@@ -100,9 +100,9 @@ def _reduce(kernel, level: int, members, indent: str, block: int, x_in) -> None:
     r_inner = kernel._open_loops(outer_r, indent)
     unroll = 1 if counted else min(UNROLL, last.size)
     main = last.size - last.size % unroll
-    partials = kernel._wide_sums(level) if unroll > 1 else []
-    for acc in partials:
-        kernel._emit(indent, f"float {acc.narrow().field('v')}[{block}];")
+    partials = [(acc, acc.narrow()) for acc in kernel._wide_sums(level)] if unroll > 1 else []
+    for _, partial in partials:
+        kernel._emit(indent, f"float {partial.field('v')}[{block}];")
     _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = 0; rb < {main}; rb += {unroll})", unroll, counted,
           partials)
     if main < last.size:
@@ -119,8 +119,9 @@ def _reduce(kernel, level: int, members, indent: str, block: int, x_in) -> None:
 def _rows(kernel, level: int, indent: str, x_in, loop: str, count: int, counted: bool, partials=()) -> None:
     """``loop`` over rows ``rb``; in its body the block's columns (vectorized) fold in
     rows ``rb`` .. ``rb + count - 1``, in order. A float32 sum kept in double
-    (``partials``) adds the ``count`` rows in float first and the partial into its
-    double once: one float add an element instead of a conversion and a double add."""
+    (``partials``: its accumulator and float partial) adds the ``count`` rows in float
+    first and the partial into its double once: one float add an element instead of a
+    conversion and a double add."""
     r = kernel.plan.reduce[-1]
     kernel._emit(indent, loop + " {")
     body = indent + "  "
@@ -130,17 +131,17 @@ def _rows(kernel, level: int, indent: str, x_in, loop: str, count: int, counted:
     kernel._emit(body, "#pragma omp simd")
     kernel._emit(body, "for (int64_t l = 0; l < nb; l++) {")
     kernel._emit(body, f"  const int64_t {x_in.name} = xb + l;")
-    narrow = {id(a): a.narrow() for a in partials}
-    for partial in narrow.values():
+    for _, partial in partials:
         kernel._emit(body, f"  {partial.field('v')}[l] = 0;")
     for u in range(count):
         kernel._emit(body, "  {")
         kernel._emit(body, f"    const int64_t {r.name} = rb + {u};")
         kernel._updated = set()
-        kernel._lane_body(level, body + "    ", "l", ("blocks", "inv_blocks") if counted else None, narrow)
+        kernel._lane_body(level, body + "    ", "l", ("blocks", "inv_blocks") if counted else None,
+                          {id(acc): partial for acc, partial in partials})
         kernel._emit(body, "  }")
-    for acc in partials:
-        kernel._emit(body, "  " + acc.fold(narrow[id(acc)], "l"))
+    for acc, partial in partials:
+        kernel._emit(body, "  " + acc.fold(partial, "l"))
     kernel._emit(body, "}")
     kernel._emit(indent, "}")
 

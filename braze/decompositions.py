@@ -5,9 +5,9 @@ decomposition: PyTorch's core-ATen table, plus decompositions of the fused ops
 braze wants to see through (softmax, layer/batch/group norm and their
 backwards), minus scaled-dot-product attention, which runs through ATen's fused
 kernels: the core table's math decomposition of causal SDPA gave wrong gradients
-on torch 2.11 to 2.13. Decompositions that disagree with eager are replaced
-(``REPLACE``: integer ``linspace``). Training dropout becomes a float32 uniform
-compared with ``1 - p`` (``braze.lower.random`` draws it in the kernel), unless
+on torch 2.11 to 2.13. Decompositions that disagree with eager or cost more than
+braze's own are replaced (``REPLACE``: integer ``linspace``; on the CPU, GELU's
+derivative with one exp). Training dropout becomes a float32 uniform compared with ``1 - p`` (``braze.lower.random`` draws it in the kernel), unless
 ``config.fallback_random`` keeps ATen's ``native_dropout`` and eager's numbers.
 """
 from __future__ import annotations
@@ -66,6 +66,7 @@ def _linspace(start, end, steps, *, dtype=None, layout=torch.strided, device=Non
 # |error| <= 1.5e-7. ATen's CPU GELU kernels compute erf with this formula.
 _AS_P = 0.3275911
 _AS_POLY = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+_TORCH_GELU_BACKWARD = decomp.decomposition_table[aten.gelu_backward.default]
 
 
 def _gelu_backward(grad, self, approximate="none"):
@@ -80,7 +81,7 @@ def _gelu_backward(grad, self, approximate="none"):
     x, g = self.to(torch.float32), grad.to(torch.float32)
     e = torch.exp(x * x * -0.5)
     t = (x.abs() * (_AS_P * math.sqrt(0.5)) + 1.0).reciprocal()
-    poly = torch.full_like(t, _AS_POLY[0])
+    poly = _AS_POLY[0]
     for coefficient in _AS_POLY[1:]:
         poly = poly * t + coefficient
     half_tail = t * poly * e * 0.5                      # (1 - erf(|x| / sqrt(2))) / 2
@@ -88,8 +89,6 @@ def _gelu_backward(grad, self, approximate="none"):
     pdf = e * (1.0 / math.sqrt(2.0 * math.pi))
     return (g * (cdf + x * pdf)).to(out_dtype)
 
-
-_TORCH_GELU_BACKWARD = decomp.decomposition_table[aten.gelu_backward.default]
 
 # Decompositions braze replaces: PyTorch's disagree with eager, or cost more than braze's.
 REPLACE = {aten.linspace: _linspace, aten.gelu_backward: _gelu_backward}

@@ -2,7 +2,8 @@
 float64 result) on fresh random inputs, and the generated-source properties the speed
 rests on: float32 row sums through float partials folded into double, moments in two
 passes over the kept row, NaN-propagating max and min, innermost loops cut where a
-condition on their index flips (cat, pad, rotary embeddings)."""
+condition on their index flips (cat, pad, rotary embeddings), vector-math calls in
+loops of their own where their argument is live across them."""
 import math
 
 import pytest
@@ -179,3 +180,33 @@ def test_last_dim_conditions(fn, pieces):
     source = source[source.index("// kernel"):]
     assert source.count("#pragma omp simd") == pieces, source
     assert pieces == 1 or "idx_clamp(" not in source, source
+
+
+def _own_loop_calls(source: str, name: str) -> bool:
+    """Is some ``name`` call alone in an ``omp simd`` loop (``calls.BlockCalls``)?"""
+    lines = source.splitlines()
+    return any(name + "(" in line and "[l] = " in line and lines[k - 2].strip() == "#pragma omp simd"
+               for k, line in enumerate(lines))
+
+
+@pytest.mark.parametrize("n", [3, 7, LANES, LANES * CHUNK + 3, 1024])
+def test_layer_norm_gelu_calls_erf_in_a_loop_of_its_own(n):
+    """GELU's input is live across ``erff``: each block of lanes (4 or more) computes it
+    and the calls first; rows shorter than 4 have no blocks."""
+    x, w, b = torch.randn(37, n) * 3, torch.randn(n), torch.randn(n)
+    fn = lambda x, w, b: F.gelu(F.layer_norm(x, (n,), w, b))  # noqa: E731
+    compiled = check(fn, x, w, b, expect_kernels=1)
+    source = compiled.graphs[0].source
+    assert _own_loop_calls(source, "erff") == (n >= 4), source
+
+
+def test_layer_norm_gelu_backward_with_calls_in_their_own_loop():
+    x = torch.randn(29, 1000, requires_grad=True)
+    w, b = torch.randn(1000, requires_grad=True), torch.randn(1000, requires_grad=True)
+    check(lambda x, w, b: F.gelu(F.layer_norm(x, (1000,), w, b)), x, w, b)
+
+
+def test_softmax_keeps_exp_in_its_loop():
+    """Nothing but exp's result is live across it: a loop of its own would only add traffic."""
+    _, source = compiled_source(lambda x: torch.softmax(x, -1), torch.randn(13, 1000))
+    assert "expf(" in source and not _own_loop_calls(source, "expf"), source

@@ -13,7 +13,8 @@ Seven shapes, chosen from the plan:
   block vectorizes; lanes are merged after the loop (``lanes``: float32 sums in
   float partials folded into double, moments in two passes over the kept row). A
   row walked by several loops keeps costly values for the later ones and
-  prefetches the next row (``rows``).
+  prefetches the next row (``rows``). A block's vector-math calls whose argument
+  the block also needs run first, in loops of their own (``calls``).
 - ``column``: the reduced dimension is strided but the innermost outer dimension
   is contiguous (a column sum): blocks of columns in parallel, one accumulator
   per column, vectorized across the columns (``columns``).
@@ -29,6 +30,7 @@ from __future__ import annotations
 import itertools
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
+from braze.codegen.cpp.calls import block_calls
 from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.draws import BlockDraws
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
@@ -232,15 +234,11 @@ class CppKernel:
     def _lane_body(self, level: int, indent: str, lane: str, block: tuple | None = None,
                    narrow: dict | None = None, drawn: dict | None = None) -> None:
         """One element of a reduce loop; ``narrow``: id(accumulator) -> the float partial
-        to fold into instead (``lanes.emit_lanes``); ``drawn``: the random values the
-        block drew (``draws``)."""
+        to fold into instead (``lanes.emit_lanes``); ``drawn``: what the block's head
+        computed for it (random values, ``draws``; library calls, ``calls``)."""
         printer = self._printer(indent)
-        printer.memo.update(self.row_invariants)
+        printer.memo.update(self._lane_preset(level))
         printer.memo.update(drawn or {})
-        if self.reuse_ids:
-            saved_here = {id(e) for e, _ in self.keep.get(level, [])}
-            r = self.plan.reduce[0].name
-            printer.memo.update({k: f"{name}[{r}]" for k, name in self.reuse_ids.items() if k not in saved_here})
         self._preload(self._members_at(level), printer)
         for m in self._members_at(level):
             if m.reduce_op is None:
@@ -257,6 +255,16 @@ class CppKernel:
                 self._emit(indent, stmt)
         for e, name in self.keep.get(level, []):
             self._emit(indent, f"{name}[{self.plan.reduce[0].name}] = {printer(e)};")
+
+    def _lane_preset(self, level: int) -> dict:
+        """What an element of a reduce loop reads as already computed: the row's
+        invariants and the values earlier loops kept in scratch arrays."""
+        preset = dict(self.row_invariants)
+        if self.reuse_ids:
+            saved_here = {id(e) for e, _ in self.keep.get(level, [])}
+            r = self.plan.reduce[0].name
+            preset.update({k: f"{name}[{r}]" for k, name in self.reuse_ids.items() if k not in saved_here})
+        return preset
 
     def _level_exprs(self, level: int) -> list:
         """What a reduce level's loop computes: its members' values and indices, the
@@ -295,11 +303,14 @@ class CppKernel:
         inner = self._open_loops(outer_r, indent)
 
         draws = BlockDraws(self, self._level_exprs(level), last, lanes) if lanes >= 4 else None
+        calls = block_calls(self, self._level_exprs(level), lanes, last) if lanes >= 4 and not draws else None
 
         def head(ind: str) -> None:
             self._prefetch(level, ind)
             if draws:
                 draws.emit_head(ind)
+            if calls:
+                calls.emit_head(ind, self._lane_preset(level))
             if block_count:
                 self._emit(ind, "blocks += 1;")
                 self._emit(ind, "const double inv_blocks = 1.0 / blocks;")
@@ -307,7 +318,8 @@ class CppKernel:
         def body(ind: str, narrow: dict | None) -> None:
             self._updated = set()
             block = ("blocks", "inv_blocks") if block_count and narrow is not None else None
-            self._lane_body(level, ind, "l", block, narrow, draws.memo() if draws and narrow is not None else None)
+            block_memo = None if narrow is None else (draws.memo() if draws else calls.memo() if calls else None)
+            self._lane_body(level, ind, "l", block, narrow, block_memo)
         shared = distribute and not outer_r
         partials = [] if distribute else self._wide_sums(level)
         emit_lanes(self, inner, last, lanes, body, partials, head,

@@ -248,6 +248,7 @@ BRAZE_INLINE float b_randn(int64_t seed, int64_t offset) {
 _UNARY = ["exp", "log", "sin", "cos", "tan", "exp2", "expm1", "log2", "log10", "log1p", "asin", "acos",
           "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc"]
 _BINARY = ["pow", "atan2", "hypot"]
+VECTOR_MATH = frozenset(_UNARY + _BINARY)  # the functions GCC may call in libmvec's vector forms
 
 
 def _vector_math() -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from braze.fuse.legality import INNER, REDUCTION, Nest, assign_levels, build_nest, write_index
+from braze.fuse.legality import COLUMN, INNER, REDUCTION, Nest, assign_levels, build_nest, write_index
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, free_vars, rewrite, store_cast, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars
@@ -77,6 +77,11 @@ class KernelPlan:
     @property
     def scatters(self) -> bool:
         return any(m.scatters for m in self.members)
+
+    @property
+    def columns(self) -> list:
+        """The members that sum over the rows (``legality.COLUMN``), stored after the last row."""
+        return [m for m in self.members if m.role == COLUMN]
 
     @property
     def scan(self) -> Member | None:
@@ -169,7 +174,7 @@ def _members(graph: Graph, nodes: list, nest: Nest, escaping: set) -> list:
         if role == INNER:
             expanded[node.name] = _resolve(body, by_name, nest, level, expanded, same_level_values=False)
         member = Member(node, role, level, value)
-        if node.name in escaping or node.mutates:
+        if node.name in escaping or node.mutates or role == COLUMN:
             layout = graph.layout_of(node.target) if node.mutates else node.layout
             member.store = layout.position(written_at)
         if node.is_reduction and node.reduction.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):

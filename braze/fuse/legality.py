@@ -6,7 +6,10 @@ iteration space and each node's place in it, or the reason there is none.
 A kernel iterates over ``outer x reduce`` elements. Each node takes a role:
 - ``inner``: a pointwise node over all ``outer * reduce`` elements,
 - ``reduction``: folds ``reduce`` elements into each of ``outer`` results,
-- ``outer``: a pointwise node over the ``outer`` elements (an epilogue).
+- ``outer``: a pointwise node over the ``outer`` elements (an epilogue),
+- ``column``: a sum over the ``outer`` elements, one per reduce element (a
+  LayerNorm backward's weight gradient beside its row reductions): C++ only, each
+  thread sums its rows into a partial per column.
 
 The kernel's dimensions are the common refinement of every node's sizes (in
 row-major order): each node dimension is then a product of consecutive kernel
@@ -26,9 +29,11 @@ from dataclasses import dataclass
 from braze import config
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, cache_table, cached, free_vars, index, loads, substitute, var, walk
-from braze.ir.graph import ComputeNode, Graph, out_vars, reduce_vars
+from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars
 
 INNER, OUTER, REDUCTION = "inner", "outer", "reduction"
+COLUMN = "column"  # a sum over the kernel's rows, one per reduce element (C++: per-thread partials)
+COLUMN_PARTIALS_MAX = 1 << 14  # doubles of column partials one C++ thread may keep (128 KB)
 
 
 class Reason(enum.Enum):
@@ -48,6 +53,8 @@ class Reason(enum.Enum):
     SCATTER = "a scatter writes at indices read from memory: it runs alone"
     SCAN = "a scan carries a running value along its dimension: it runs alone"
     SLOW_GATHER = "a gather would run in few programs, one chunk of the row after another"
+    COLUMN_SUM = "a sum over the rows joins a row kernel only in C++, for float sums of few columns"
+    READS_COLUMN_SUM = "reads a sum over the rows, complete only after the last row"
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,11 @@ def node_domain(node: ComputeNode) -> tuple:
 
 
 def group_domain(nodes) -> tuple | None:
-    """(outer numel, reduce numel) shared by ``nodes``, or None."""
+    """(outer numel, reduce numel) shared by ``nodes``, or None. Of two transposed
+    domains, the one whose reductions the group reads; the others are column sums."""
     reductions = {node_domain(n) for n in nodes if n.is_reduction}
+    if len(reductions) == 2:
+        reductions = _read_domains(nodes, reductions)
     if len(reductions) > 1:
         return None
     if reductions:
@@ -96,9 +106,19 @@ def group_domain(nodes) -> tuple | None:
     return (sizes.pop(), 1) if len(sizes) == 1 else None
 
 
+def _read_domains(nodes, domains: set) -> set:
+    """Of two transposed domains, those of the reductions the group reads; else both."""
+    a, b = domains
+    if a != b[::-1]:
+        return domains
+    reductions = {n.name: node_domain(n) for n in nodes if n.is_reduction}
+    read = {reductions[name] for n in nodes for name in n.reads() if name in reductions}
+    return read if len(read) == 1 else domains
+
+
 def role_of(node: ComputeNode, outer: int, red: int) -> str:
     if node.is_reduction:
-        return REDUCTION
+        return REDUCTION if node_domain(node) == (outer, red) else COLUMN
     if red == 1 or node.numel == outer * red:
         return INNER
     return OUTER
@@ -116,6 +136,8 @@ def _suffixes(sizes, scale: int = 1) -> set:
 def _boundaries(node: ComputeNode, role: str, red: int, sizes) -> set:
     if role == REDUCTION:
         return _suffixes(node.reduction.sizes) | _suffixes(node.sizes, red)
+    if role == COLUMN:
+        return _suffixes(node.sizes) | _suffixes(node.reduction.sizes, red)
     if role == OUTER:
         return _suffixes(sizes, red)
     return _suffixes(sizes)
@@ -227,7 +249,7 @@ def build_nest(nodes) -> Nest | Verdict:
     nest = Nest(outer, red, dims, n_outer, roles, {}, {})
     for n in nodes:
         role = roles[n.name]
-        red_sizes = tuple(n.reduction.sizes) if role == REDUCTION else ()
+        red_sizes = tuple(n.reduction.sizes) if role in (REDUCTION, COLUMN) else ()
         nest.maps[n.name] = _node_map(role, tuple(n.sizes), red_sizes, orders.get(n.name), tuple(dims), n_outer, red)
     return nest
 
@@ -237,9 +259,10 @@ def _node_map(role: str, sizes: tuple, red_sizes: tuple, order, dims: tuple, n_o
     """Each variable of a node (its sizes, role and loop order) as kernel variables."""
     kvars = [var(_kernel_var_name(j, n_outer), size) for j, size in enumerate(dims)]
     suffix = [math.prod(dims[j + 1:]) for j in range(len(dims))]
-    if role == REDUCTION:
-        mapping = _span_map(red_sizes, reduce_vars(red_sizes), kvars, suffix, 1)
-        mapping.update(_span_map(sizes, out_vars(sizes), kvars, suffix, red))
+    if role in (REDUCTION, COLUMN):  # a column sum reduces the outer span, keeps the reduce one
+        reduced, kept = (1, red) if role == REDUCTION else (red, 1)
+        mapping = _span_map(red_sizes, reduce_vars(red_sizes), kvars, suffix, reduced)
+        mapping.update(_span_map(sizes, out_vars(sizes), kvars, suffix, kept))
         return mapping
     variables = out_vars(sizes)
     if order:
@@ -271,6 +294,8 @@ def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
             p_level = nest.levels[producer]
             if role == OUTER and p_role == INNER:
                 return Verdict(False, Reason.ROW_READS_ELEMENT, f"{n.name} reads {producer}")
+            if p_role == COLUMN:
+                return Verdict(False, Reason.READS_COLUMN_SUM, f"{n.name} reads {producer}")
             if not _same_element(load_expr, n, members[producer], nest):
                 return Verdict(False, Reason.INDEX, f"{n.name} reads {producer}")
             level = max(level, p_level if p_role == INNER else p_level + 1)
@@ -346,6 +371,8 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
         return verdict
     verdict = _mutation_reads_ok(nodes, nest)
     fill = program_fill(graph)
+    if verdict.ok:
+        verdict = _column_sums_ok(nodes, nest, graph, fill)
     if verdict.ok and _multi_pass(nest) and few_programs(nest.outer_numel, nest.reduce_numel,
                                                          _columnar(nodes, nest, graph), fill):
         return Verdict(False, Reason.FEW_ROWS, f"{nest.outer_numel} rows of {nest.reduce_numel}")
@@ -357,6 +384,27 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     if verdict.ok and not _connected(a_nodes, b_nodes) and not _shared_elements(a_nodes, b_nodes, nest):
         return Verdict(False, Reason.NOTHING_SHARED)
     return verdict
+
+
+def _column_sums_ok(nodes, nest: Nest, graph: Graph, fill: int) -> Verdict:
+    """Column sums join a row kernel in C++ (``fill`` 0), as float sums whose per-thread
+    partials fit ``COLUMN_PARTIALS_MAX``, where the rows are read along them (not a
+    column kernel's strided walk)."""
+    columns = [n for n in nodes if nest.roles[n.name] == COLUMN]
+    if not columns:
+        return Verdict(True)
+    names = ", ".join(n.name for n in columns)
+    if fill:
+        return Verdict(False, Reason.COLUMN_SUM, f"{names}: not C++")
+    odd = next((n for n in columns if n.reduction.op is not ReduceOp.SUM or not n.dtype.is_floating_point
+                or n.mutates), None)
+    if odd is not None:
+        return Verdict(False, Reason.COLUMN_SUM, f"{odd.name} is not a float sum")
+    if len(columns) * nest.reduce_numel > COLUMN_PARTIALS_MAX or nest.outer_numel < 2:
+        return Verdict(False, Reason.COLUMN_SUM, f"{names}: {len(columns)} × {nest.reduce_numel} columns")
+    if _columnar(nodes, nest, graph):
+        return Verdict(False, Reason.COLUMN_SUM, f"{names}: the rows are read along columns")
+    return Verdict(True)
 
 
 SPLIT_MIN_ROW = 1 << 14  # rows shorter than this are never split across programs

@@ -41,20 +41,23 @@ def _is_call(e: Expr, lane_var) -> bool:
             and lane_var in free_vars(e))
 
 
-def block_calls(kernel, exprs: list, lanes: int, lane_var) -> BlockCalls | None:
-    """The block's calls to move out of ``exprs``, or None where none would pay off."""
-    calls = [e for e in walk(exprs) if _is_call(e, lane_var)
+def block_calls(kernel, exprs: list, known: dict, lanes: int, lane_var) -> BlockCalls | None:
+    """The block's calls to move out of ``exprs``, or None where none would pay off.
+    ``known``: id -> name of what the block reads ready-made (a value an earlier loop
+    kept): its calls are not the block's."""
+    computed = search(exprs, lambda e: [] if id(e) in known else e.args)
+    calls = [e for e in computed if id(e) not in known and _is_call(e, lane_var)
              and not any(_is_call(n, lane_var) for a in e.args for n in walk(a))]
-    shared = shared_operands(calls, exprs, lane_var) if calls else []
+    shared = shared_operands(calls, exprs, known, lane_var) if calls else []
     return BlockCalls(kernel, calls, shared, lanes, lane_var) if shared else None
 
 
-def shared_operands(calls: list, exprs: list, lane_var) -> list:
+def shared_operands(calls: list, exprs: list, known: dict, lane_var) -> list:
     """The largest parts of the calls' arguments that the main loop also needs (GELU's
     input, whose square goes to ``expf``): kept from the arguments loop, not computed
     twice. A bare load is read again instead."""
     moved = {id(c) for c in calls}
-    used = {id(n) for n in search(exprs, lambda e: [] if id(e) in moved else e.args)}
+    used = {id(n) for n in search(exprs, lambda e: [] if id(e) in moved or id(e) in known else e.args)}
     found = search([a for c in calls for a in c.args], lambda e: [] if id(e) in used else e.args)
     return [e for e in found if id(e) in used and e.op not in (Op.LOAD, Op.CONST, Op.VAR)
             and lane_var in free_vars(e)]

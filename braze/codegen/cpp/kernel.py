@@ -31,6 +31,7 @@ import itertools
 
 from braze.codegen.cpp.accumulate import accumulator_for, result_of
 from braze.codegen.cpp.calls import block_calls
+from braze.codegen.cpp.colsums import ColumnSums
 from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.draws import BlockDraws
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
@@ -40,6 +41,7 @@ from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.sequential import emit_scan, emit_scatter
 from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.fuse.kernel import KernelPlan
+from braze.fuse.legality import COLUMN
 from braze.ir import simplify as S
 from braze.ir.expr import Op, free_vars, walk
 
@@ -98,6 +100,8 @@ class CppKernel:
             return "scan"
         if not plan.reduce:
             return "tiled" if tile_var(self) is not None else "pointwise"
+        if plan.columns:
+            return "row"
         work = plan.outer_numel() * plan.reduce_numel()
         if self.threads > 1 and plan.outer_numel() < 2 * self.threads and plan.reduce_numel() >= SPLIT_MIN_REDUCE \
                 and work >= PARALLEL_MIN_WORK:
@@ -155,7 +159,11 @@ class CppKernel:
             self._emit(indent[:len(indent) - 2 * (k + 1)], "}")
 
     def _members_at(self, level: int) -> list:
-        return [m for m in self.plan.members if m.level == level]
+        """The members computed at ``level``, but the column sums (``colsums``)."""
+        return [m for m in self.plan.members if m.level == level and m.role != COLUMN]
+
+    def _columns_at(self, level: int) -> list:
+        return [m for m in self.plan.columns if m.level == level]
 
     def _preload(self, members, printer: CPrinter) -> None:
         """Load every element this body reads from a buffer it also overwrites before
@@ -222,6 +230,7 @@ class CppKernel:
         printer = self._printer(indent)
         printer.memo.update(self.row_invariants)
         roots = [e for m in self._members_at(level) for e in (m.value, m.reduce_index) if e is not None]
+        roots += [m.value for m in self._columns_at(level)]
         for e in walk(roots):
             if e.op not in (Op.CONST, Op.VAR, Op.VALUE) and not free_vars(e) & rvars and self._settled(e):
                 printer(e)
@@ -253,6 +262,8 @@ class CppKernel:
             acc = (narrow or {}).get(id(acc), acc)
             for stmt in acc.update(lambda s, a=acc: f"{a.field(s)}[{lane}]", value, index, block):
                 self._emit(indent, stmt)
+        for m in self._columns_at(level):
+            self.column_sums.add(m, printer, indent)
         for e, name in self.keep.get(level, []):
             self._emit(indent, f"{name}[{self.plan.reduce[0].name}] = {printer(e)};")
 
@@ -271,7 +282,7 @@ class CppKernel:
         values it keeps for later loops."""
         members = self._members_at(level)
         return ([m.value for m in members] + [m.reduce_index for m in members if m.reduce_index is not None]
-                + [e for e, _ in self.keep.get(level, [])])
+                + [e for e, _ in self.keep.get(level, [])] + [m.value for m in self._columns_at(level)])
 
     def _declare(self, accs, size: int, indent: str, count: str | None = None) -> None:
         for acc in accs:
@@ -303,7 +314,8 @@ class CppKernel:
         inner = self._open_loops(outer_r, indent)
 
         draws = BlockDraws(self, self._level_exprs(level), last, lanes) if lanes >= 4 else None
-        calls = block_calls(self, self._level_exprs(level), lanes, last) if lanes >= 4 and not draws else None
+        calls = None if lanes < 4 or draws else \
+            block_calls(self, self._level_exprs(level), self._lane_preset(level), lanes, last)
 
         def head(ind: str) -> None:
             self._prefetch(level, ind)
@@ -439,8 +451,11 @@ class CppKernel:
     def _row(self) -> None:
         plan = self.plan
         indent = "  "
+        sums = self.column_sums = ColumnSums(self) if plan.columns else None
+        if sums:
+            indent = sums.open_region(indent)
         if plan.outer:
-            self._emit(indent, self._parallel(len(plan.outer)))
+            self._emit(indent, sums.loop_pragma(len(plan.outer)) if sums else self._parallel(len(plan.outer)))
         inner = self._open_loops(plan.outer, indent)
         self._plan_scratch(inner)
         self.prefetch = prefetches(plan)
@@ -453,6 +468,8 @@ class CppKernel:
             else:
                 self._row_reduce(level, inner)
         self._close_loops(len(plan.outer), inner)
+        if sums:
+            sums.close_region(indent)
 
     def _row_reduce(self, level: int, indent: str) -> None:
         """One reduce level of a row: lanes declared, the loop, lanes merged, results."""

@@ -1,0 +1,77 @@
+"""Sums over the rows of a C++ row kernel: per-thread column partials.
+
+Takes: a ``CppKernel`` of shape ``row`` whose plan has column members
+(``KernelPlan.columns``: sums over the outer loops, one per reduce element, such as
+a LayerNorm backward's weight and bias gradients beside its row reductions).
+Gives: ``ColumnSums``, which opens the kernel's parallel region with one array of
+double partials per column member and thread, adds each element into it where the
+row loop computes the element, and after the last row adds the threads' partials
+in thread order (deterministic) and stores the sums.
+
+Why: computed by a kernel of its own, such a sum reads again, from memory, what the
+row kernel had in registers (and the row kernel stores it for that reader alone).
+Here it costs one add per element into an array that stays in the thread's cache.
+The partials are double, so a sum over many rows keeps the float32 accuracy of the
+column kernel's double accumulators (``columns``). Measured on the MLP training step
+(256 rows, 512-1024-1024-10): its backward runs 3 kernels instead of 8, and its
+wrapper took 18.21 against 18.47 ms with one thread, 10.13 against 10.73 with two
+(both compiled in one process, fastest of 150 calls each, interleaved).
+"""
+from __future__ import annotations
+
+import torch
+
+from braze.codegen.cpp.exprs import convert
+from braze.ir import simplify as S
+
+
+class ColumnSums:
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.plan = kernel.plan
+        self.names = {m.name: f"colsum{k}" for k, m in enumerate(self.plan.columns)}
+        self.size = self.plan.reduce_numel()
+        self.flat = S.ravel(list(self.plan.reduce), [v.size for v in self.plan.reduce])
+
+    def open_region(self, indent: str) -> str:
+        """The parallel region and each thread's zeroed partials; returns its indent."""
+        k = self.kernel
+        for name in self.names.values():
+            k._emit(indent, f"double* {name}_of[{k.threads}];  // each thread's partials")
+        cond = "" if k._threaded() else " if(0)"
+        k._emit(indent, f"#pragma omp parallel num_threads({k.threads}){cond}")
+        k._emit(indent, "{")
+        inner = indent + "  "
+        k._emit(inner, "const int tid = omp_get_thread_num();")
+        for name in self.names.values():
+            k._emit(inner, f"double {name}[{self.size}];")
+            k._emit(inner, "#pragma omp simd")
+            k._emit(inner, f"for (int64_t j = 0; j < {self.size}; j++) {name}[j] = 0;")
+            k._emit(inner, f"{name}_of[tid] = {name};")
+        return inner
+
+    def loop_pragma(self, collapse: int) -> str:
+        clause = f" collapse({collapse})" if collapse > 1 else ""
+        return f"#pragma omp for{clause} schedule(static)"
+
+    def add(self, member, printer, indent: str) -> None:
+        """Add one element of ``member`` into this thread's partial."""
+        value = convert(printer(member.value), member.value_dtype, torch.float64)
+        self.kernel._emit(indent, f"{self.names[member.name]}[{printer(self.flat)}] += {value};")
+
+    def close_region(self, indent: str) -> None:
+        """After the rows (the loop's barrier): each column's partials in thread order."""
+        k = self.kernel
+        k._emit(indent, "const int nth = omp_get_num_threads();")
+        k._emit(indent, self.loop_pragma(len(self.plan.reduce)))
+        inner = k._open_loops(self.plan.reduce, indent)
+        printer = k._printer(inner)
+        flat = printer(self.flat)
+        for m in self.plan.columns:
+            name = self.names[m.name]
+            k._emit(inner, f"double {name}_sum = {name}_of[0][{flat}];")
+            k._emit(inner, f"for (int t = 1; t < nth; t++) {name}_sum += {name}_of[t][{flat}];")
+            stored = convert(f"{name}_sum", torch.float64, m.node.dtype)
+            k._emit(inner, f"{m.target}[{printer(m.store)}] = {stored};")
+        k._close_loops(len(self.plan.reduce), inner)
+        k._emit(indent[:-2], "}")

@@ -29,6 +29,7 @@ from braze.fuse.schedule import schedule
 from braze.ir.expr import clear_intern_table
 from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode
 from braze.lower import lower
+from braze.lower.core import constant_on
 from braze.lower.layouts import choose_layouts
 from braze.runtime import graph_cache
 from braze.runtime.wrapper import Step, environment, generate
@@ -167,7 +168,7 @@ def _from_entry(name: str, kind: str, gm: torch.fx.GraphModule, entry, timings: 
     t = time.perf_counter()
     device = torch.device(entry.device)
     objects = entry.recipe.load(device)
-    objects.update({g: getattr(gm, attr) for g, attr in entry.constants})
+    objects.update({g: constant_on(getattr(gm, attr), device) for g, attr in entry.constants})
     run = _load_wrapper(name, entry.wrapper, device, objects)
     timings["load"] = _lap(t)
     report = dict(entry.report)

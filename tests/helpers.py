@@ -36,6 +36,7 @@ def assert_same(actual, expected, *, atol=None, rtol=None, what="output"):
         assert isinstance(actual, torch.Tensor), f"{what}: expected a tensor, got {type(actual)}"
         assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
         assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+        assert actual.device == expected.device, f"{what}: device {actual.device} != {expected.device}"
         if expected.dtype.is_floating_point and expected.dtype in (torch.float16, torch.bfloat16):
             return  # low precision: checked against a float64 reference by check_low_precision
         if expected.dtype.is_floating_point or expected.dtype.is_complex:

@@ -14,8 +14,14 @@ from helpers import TRITON_ONLY, Compiled, check, check_low_precision, clone_inp
 
 @pytest.fixture(autouse=True)
 def cpp():
-    with braze.config.patch(cpu_backend="cpp"):
-        yield
+    """C++ kernels on CPU tensors, also where a plugin makes CUDA the default device."""
+    device = torch.get_default_device()
+    torch.set_default_device("cpu")
+    try:
+        with braze.config.patch(cpu_backend="cpp"):
+            yield
+    finally:
+        torch.set_default_device(device)
 
 
 def layer_norm_gelu(x, w, b):

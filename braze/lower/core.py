@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from braze import config
 from braze.ir import dtypes
@@ -47,6 +48,16 @@ class LoweringError(Exception):
     def __init__(self, op, detail: str, inputs: str):
         self.op, self.detail, self.inputs = op, detail, inputs
         super().__init__(f"braze could not compile {op} with inputs {inputs}: {detail}")
+
+
+def constant_on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A graph's tensor constant on the device its kernels read it from: a CPU index
+    (``x[:, torch.tensor([1, 3])]``, kept on the CPU by Dynamo) copied to a CUDA graph's device,
+    outside any fake mode the lowering runs under."""
+    if tensor.device == device:
+        return tensor
+    with unset_fake_temporarily():
+        return tensor.to(device)
 
 
 def is_host_scalar(val) -> bool:
@@ -169,9 +180,10 @@ class Lowerer:
             return _concrete(val)
         name = f"arg{position}"
         layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
+        host_scalar = self.graph.device.type == "cuda" and is_host_scalar(val)
         self.graph.add(InputNode(name, val.dtype, tuple(val.shape), [node.name], position, layout,
-                                 storage_offset=int(val.storage_offset()),
-                                 host_scalar=self.graph.device.type == "cuda" and is_host_scalar(val)))
+                                 storage_offset=int(val.storage_offset()), host_scalar=host_scalar,
+                                 elsewhere=not host_scalar and val.device != self.graph.device))
         self.graph.inputs.append(name)
         return TensorValue(val.dtype, tuple(val.shape), load(name, out_vars(val.shape), val.dtype))
 
@@ -180,6 +192,7 @@ class Lowerer:
         if not isinstance(tensor, torch.Tensor):
             return tensor
         name = self.fresh("const")
+        tensor = constant_on(tensor, self.graph.device)
         layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
         self.graph.add(InputNode(name, tensor.dtype, tuple(tensor.shape), [node.target], -1, layout, tensor))
         return TensorValue(tensor.dtype, tuple(tensor.shape), load(name, out_vars(tensor.shape), tensor.dtype))
@@ -237,6 +250,9 @@ class Lowerer:
                 spec = spec or self._output_spec(fx_value, value, wanted)
                 if key is not None:
                     given[key] = spec, padded
+            meta = fx_value.meta.get("val") if isinstance(fx_value, torch.fx.Node) else None
+            if isinstance(meta, torch.Tensor) and meta.device != self.graph.device:
+                spec = replace(spec, device=meta.device)
             if padded:
                 self.graph.padded_outputs.append(k)
             self.graph.outputs.append(spec)

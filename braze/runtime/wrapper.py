@@ -75,8 +75,7 @@ class _Writer:
         for node in self.graph.nodes:
             if isinstance(node, InputNode) and node.constant is not None:
                 self.lines.append(f"    {node.name} = {node.name}_value")
-            if isinstance(node, InputNode) and node.host_scalar:
-                self.lines.append(f"    {node.name} = _host_scalar({node.name}, {_value_text(self.device)})")
+            self._move_in(node)
         for k, step in enumerate(self.steps):
             self._allocate(step)
             if step.kind == "kernel":
@@ -85,6 +84,7 @@ class _Writer:
             else:
                 self._extern(step)
             self._release(k)
+        self._move_back()
         self.lines.append(f"    return ({''.join(self._output(o) + ', ' for o in self.graph.outputs)})")
         if self.device.type == "cuda" and torch.cuda.device_count() > 1:  # allocations go to the current device
             self.lines[1:] = [f"    with _DeviceGuard({self.device.index or 0}):"] + ["    " + x for x in self.lines[1:]]
@@ -217,11 +217,34 @@ class _Writer:
             self.lines.append(f"    {name} = _ensure_layout({name}, {tuple(layout.strides)!r})")
 
     def _output(self, spec) -> str:
-        if spec.kind == "buffer":
-            return spec.buffer
-        if spec.kind == "view":
-            return f"torch.as_strided({spec.buffer}, {spec.sizes!r}, {spec.strides!r}, {spec.offset})"
-        return repr(spec.value)
+        if spec.kind == "value":
+            return repr(spec.value)
+        buffer = f"{spec.buffer}_given" if spec.buffer in self._moved() else spec.buffer
+        text = buffer if spec.kind == "buffer" else \
+            f"torch.as_strided({buffer}, {spec.sizes!r}, {spec.strides!r}, {spec.offset})"
+        return text if spec.device is None else f"{text}.to({_value_text(spec.device)})"
+
+    # ------------------------------------------------------------------ other devices
+
+    def _moved(self) -> set:
+        """Inputs the kernels read from a copy on the graph's device (0-d CPU scalars, CPU
+        indices of a CUDA graph); ``NAME_given`` keeps the caller's tensor."""
+        return {n.name for n in self.graph.nodes if isinstance(n, InputNode) and (n.host_scalar or n.elsewhere)}
+
+    def _move_in(self, node) -> None:
+        if not (isinstance(node, InputNode) and (node.host_scalar or node.elsewhere)):
+            return
+        device = _value_text(self.device)
+        self.lines.append(f"    {node.name}_given = {node.name}")
+        copy = f"_host_scalar({node.name}, {device})" if node.host_scalar else f"{node.name}.to({device})"
+        self.lines.append(f"    {node.name} = {copy}")
+
+    def _move_back(self) -> None:
+        """A moved input the graph writes in place (``step.add_(1)`` on a CPU counter): the
+        caller's tensor takes the result."""
+        written = {n.mutates for n in self.graph.nodes if isinstance(n, ComputeNode) and n.mutates}
+        for name in sorted(self._moved() & written):
+            self.lines.append(f"    {name}_given.copy_({name})")
 
 
 def _target_text(target) -> str:

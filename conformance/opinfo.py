@@ -25,7 +25,7 @@ from conformance.subset import CI_SUBSET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-BACKENDS = ("cpp", "triton")
+BACKENDS = ("cpp", "triton", "cuda")  # cuda: the samples made on the GPU (Triton compiled for it)
 
 
 def results_path(backend: str) -> str:
@@ -59,7 +59,7 @@ def save_results(backend: str, found: dict, seconds: float, full: bool, jobs: in
 
 def parse(argv):
     p = argparse.ArgumentParser(prog="python -m conformance.opinfo", description=__doc__.split("\n")[0])
-    p.add_argument("--backend", choices=BACKENDS, default="cpp", help="braze's code generator for CPU tensors")
+    p.add_argument("--backend", choices=BACKENDS, default="cpp", help="braze's code generator for CPU tensors, or cuda: the samples on the GPU")
     p.add_argument("--ops", default="", help="comma-separated op keys (name or name.variant); default all")
     p.add_argument("--subset", action="store_true", help="only the CI subset (conformance/subset.py)")
     p.add_argument("--dtypes", default="float32,bfloat16,int64,bool")

@@ -170,6 +170,9 @@ def ensure_backend(name: str) -> None:
         from braze.codegen import triton as triton_codegen
         if not hasattr(triton_codegen, "TritonBackend"):
             raise RuntimeError("braze has no Triton backend yet (braze.codegen.triton.TritonBackend)")
+    elif name == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("the cuda sweep needs a GPU")
     elif name != "cpp":
         raise ValueError(f"unknown backend {name!r}")
     assert braze.config is not None

@@ -66,8 +66,10 @@ def run_op(op, dtype_names, backend: str, announce=None) -> dict:
     import braze
     from conformance.pipeline import braze_fn
     from conformance import runner
-    with braze.config.patch(cpu_backend=backend, strict=False):
-        out = runner.run_op(op, dtype_names, braze_fn(backend), announce=announce)
+    cpu_backend = "cpp" if backend == "cuda" else backend  # (CUDA tensors always take Triton)
+    with braze.config.patch(cpu_backend=cpu_backend, strict=False):
+        out = runner.run_op(op, dtype_names, braze_fn(cpu_backend), announce=announce,
+                            device="cuda" if backend == "cuda" else "cpu")
     torch._dynamo.reset()
     return out
 

@@ -71,12 +71,13 @@ def result(outcome, grad, samples=0, sample="", detail="", fallbacks=(), result_
             "fallbacks": sorted(set(fallbacks)), "notes": list(result_notes), "grad": grad}
 
 
-def prepare(op, dtype):
-    """A ``Case``, or a skip result when there is nothing to judge."""
+def prepare(op, dtype, device="cpu"):
+    """A ``Case`` of the op's samples made on ``device``, or a skip result when there is
+    nothing to judge."""
     key, grad = op_key(op), wants_grad(op, dtype)
     if key in notes.SKIP:
         return result("skip", grad, detail=notes.SKIP[key])
-    samples = list(op.sample_inputs("cpu", dtype, requires_grad=grad))
+    samples = list(op.sample_inputs(device, dtype, requires_grad=grad))
     if not samples:
         return result("skip", grad, detail="OpInfo has no samples for this dtype")
     by_signature: dict = {}
@@ -120,16 +121,16 @@ def _eager_all(fn, samples, indices, grad, values):
     return expected, problems[:1] + more, random
 
 
-def run_op(op, dtype_names, backend, announce=None) -> dict:
-    """Results of ``op`` for each named dtype it supports. ``announce`` is told
-    which dtype runs next."""
+def run_op(op, dtype_names, backend, announce=None, device="cpu") -> dict:
+    """Results of ``op`` for each named dtype it supports on ``device``. ``announce`` is
+    told which dtype runs next."""
     announce = announce or (lambda name: None)
-    supported = op.supported_dtypes("cpu")
+    supported = op.supported_dtypes(device)
     out = {}
     for name in [n for n in dtype_names if getattr(torch, n) in supported]:
         announce(name)
         start = time.perf_counter()
-        case = prepare(op, getattr(torch, name))
+        case = prepare(op, getattr(torch, name), device)
         if isinstance(case, Case):
             case = judge(case, backend)
         out[name] = _timed(case, time.perf_counter() - start)

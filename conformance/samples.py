@@ -56,7 +56,7 @@ def grad_outputs(out) -> list:
 
 def cotangents(outputs, seed: int) -> list:
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(t.shape, generator=gen).to(t.dtype) for t in outputs]  # same draws for float64
+    return [torch.randn(t.shape, generator=gen).to(t.device, t.dtype) for t in outputs]  # same draws for float64
 
 
 def describe_value(value) -> str:

@@ -134,3 +134,17 @@ def test_matmul_results_are_not_rechecked_for_their_strides():
     wrapper = report.graphs[0].wrapper
     assert {str(e) for e in report.externs} >= {"aten.mm.default", "aten.bmm.default"}
     assert "_ensure_layout" not in wrapper, wrapper
+
+
+@pytest.mark.parametrize("fn, shapes", [
+    (torch.matmul, [(5, 5, 10), (10, 5)]),  # the input's gradient: a view of a padded product
+    (F.linear, [(3,), (4, 3), (4,)]),  # the weight's gradient: a padded product, transposed
+])
+def test_backward_views_of_padded_products_read_their_padding(fn, shapes):
+    """A backward's output that is a view of a padded product (``view(mm, ...)``, ``t(mm)``)
+    is read through the product's real row stride: a view with eager's strides over the
+    padded storage read the padding instead (zeros in the gradients on CUDA)."""
+    from helpers import check
+    args = [torch.randn(*s, requires_grad=True) for s in shapes]
+    with braze.config.patch(pad_matmul_rows="on"):
+        check(fn, *args, grad=True)

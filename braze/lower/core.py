@@ -277,7 +277,8 @@ class Lowerer:
         if base is not None and not _same_interpretation(base.meta["val"], meta):
             base = None  # a view that reinterprets the data (view_as_real, view.dtype, conj)
         if base is not None and isinstance(self.env.get(base), TensorValue):
-            buffer = self.storage_of(self.env[base], _meta_layout(base.meta["val"]), reason="viewed by an output")
+            buffer = self.storage_of(self.env[base], _meta_layout(base.meta["val"]), reason="viewed by an output",
+                                     exact=True)  # eager's view strides hold for eager's layout only (not padded rows)
             if buffer is not None:
                 return OutputSpec("view", buffer, tuple(meta.shape), tuple(meta.stride()),
                                   _view_offset(self.graph, buffer, meta))

@@ -124,6 +124,10 @@ KNOBS = (
          "triton: most tensors one foreach kernel updates (its compile time grows faster than that); "
          "longer runs are split into kernels of about equal length"),
     Knob("cudagraphs", "BRAZE_CUDAGRAPHS", False, _flag, "triton: replay compiled graphs through CUDA graphs"),
+    Knob("triton_compile_check", "BRAZE_TRITON_COMPILE_CHECK", 0, int,
+         "triton on CPU tensors (the interpreter): also compile each kernel for this GPU architecture "
+         "(90: sm_90) without a GPU, so that a program Triton's compiler rejects but its interpreter "
+         "runs fails here too (a test aid; 0: off)"),
     Knob("compile_workers", "BRAZE_COMPILE_WORKERS", 0, int,
          "triton: worker processes that compile kernels in parallel (0: one per core, at most 12; "
          "1: compile in the calling thread)"),

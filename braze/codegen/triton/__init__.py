@@ -78,6 +78,9 @@ class TritonBackend:
         for unit in (u for plan in plans for u in self._units(plan, info)):
             hits.append(build.is_cached(unit.key))
             unit.module = build.load_module(unit.text, unit.key, interpret=not gpu)
+            if not gpu and config.triton_compile_check:
+                build.compile_check(unit.text, unit.key, _launches(unit, unit.kernel.shape), _options,
+                                    config.triton_compile_check)
             unit.shapes = self._configurations(unit, info) if gpu else [unit.kernel.shape]
             for shape in unit.shapes if gpu else ():
                 for launch in _launches(unit, shape):

@@ -96,6 +96,19 @@ def signature_of(fn_params: list, dtypes: list, constexprs: dict) -> dict:
 
 # ----------------------------------------------------------------------------- GPU compilation
 
+def compile_check(text: str, key: str, launches: list, options_of, arch: int) -> None:
+    """Compile a kernel module's launches for GPU architecture ``arch`` (no GPU needed) and
+    drop the binaries: Triton's compiler rejects programs its interpreter runs (a loop
+    variable whose type changes, a libdevice call of the wrong type), and CI has no GPU."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    module = load_module(text, key, interpret=False)
+    with _braze_triton_cache():
+        for launch in launches:
+            triton.compile(ast_source(getattr(module, launch.fn), launch.signature, launch.constexprs),
+                           target=GPUTarget("cuda", arch, 32), options=options_of(launch))
+
+
 def _triton_cache_dir() -> str:
     path = os.path.join(cache.cache_dir(), "triton")
     os.makedirs(path, mode=0o700, exist_ok=True)

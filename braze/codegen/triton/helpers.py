@@ -76,8 +76,9 @@ def c_fmod_int(a, b):
 @triton.jit
 def int_pow(base, exp, BITS: tl.constexpr):
     """base ** exp on integers, wrapping; a negative exponent gives 0 unless |base| == 1."""
-    result = tl.full(base.shape, 1, base.dtype)
-    b = base
+    zero = base * 0 + (exp * 0).to(base.dtype)  # the shape of both: the loop keeps its variables' types
+    result = zero + 1
+    b = base + zero
     if base.dtype.is_int_signed():
         e = tl.where(exp < 0, 0, exp)
     else:

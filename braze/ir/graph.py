@@ -135,7 +135,7 @@ class InputNode(Node):
     constant: Any = None  # a tensor baked into the graph (get_attr), else None
     storage_offset: int = 0  # the input's own offset into its storage (for views of it)
     host_scalar: bool = False  # a 0-d CPU tensor read by a CUDA graph (filled on the GPU per call)
-    elsewhere: bool = False  # another tensor of another device (a CPU index beside CUDA tensors): copied per call
+    elsewhere: bool = False  # on another device than the graph's, not a 0-d scalar (a CPU index): copied per call
 
 
 @dataclass(eq=False)

@@ -13,6 +13,10 @@ reuses it. On the CPU, buffers of at least ``config.host_cache_min_kb`` come fro
 outputs the user never holds), so that memory freed by one call is not faulted in
 again by the next. ATen results are checked against the strides braze compiled for
 and copied when ATen chose others.
+
+Devices: inputs on another device than the graph's (0-d CPU scalars, CPU indices of a
+CUDA graph) are copied to it, results eager gives on the CPU are returned there, and a
+moved input the graph writes is copied back.
 """
 from __future__ import annotations
 
@@ -57,6 +61,7 @@ class _Writer:
     def __init__(self, graph: Graph, steps: list, device, private_outputs: frozenset):
         self.graph, self.steps, self.device = graph, steps, device
         self.private_outputs = private_outputs
+        self.moved = {n.name for n in graph.nodes if isinstance(n, InputNode) and (n.host_scalar or n.elsewhere)}
         self.lines: list[str] = []
         self.outputs = {o.buffer for o in graph.outputs if o.buffer is not None}
         self.last_use = self._last_uses()
@@ -219,20 +224,17 @@ class _Writer:
     def _output(self, spec) -> str:
         if spec.kind == "value":
             return repr(spec.value)
-        buffer = f"{spec.buffer}_given" if spec.buffer in self._moved() else spec.buffer
+        buffer = f"{spec.buffer}_given" if spec.buffer in self.moved else spec.buffer
         text = buffer if spec.kind == "buffer" else \
             f"torch.as_strided({buffer}, {spec.sizes!r}, {spec.strides!r}, {spec.offset})"
         return text if spec.device is None else f"{text}.to({_value_text(spec.device)})"
 
     # ------------------------------------------------------------------ other devices
 
-    def _moved(self) -> set:
-        """Inputs the kernels read from a copy on the graph's device (0-d CPU scalars, CPU
-        indices of a CUDA graph); ``NAME_given`` keeps the caller's tensor."""
-        return {n.name for n in self.graph.nodes if isinstance(n, InputNode) and (n.host_scalar or n.elsewhere)}
-
     def _move_in(self, node) -> None:
-        if not (isinstance(node, InputNode) and (node.host_scalar or node.elsewhere)):
+        """An input the kernels read from a copy on the graph's device (``self.moved``: 0-d
+        CPU scalars, CPU indices of a CUDA graph); ``NAME_given`` keeps the caller's tensor."""
+        if node.name not in self.moved:
             return
         device = _value_text(self.device)
         self.lines.append(f"    {node.name}_given = {node.name}")
@@ -243,7 +245,7 @@ class _Writer:
         """A moved input the graph writes in place (``step.add_(1)`` on a CPU counter): the
         caller's tensor takes the result."""
         written = {n.mutates for n in self.graph.nodes if isinstance(n, ComputeNode) and n.mutates}
-        for name in sorted(self._moved() & written):
+        for name in sorted(self.moved & written):
             self.lines.append(f"    {name}_given.copy_({name})")
 
 

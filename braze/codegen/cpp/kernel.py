@@ -314,15 +314,15 @@ class CppKernel:
         inner = self._open_loops(outer_r, indent)
 
         draws = BlockDraws(self, self._level_exprs(level), last, lanes) if lanes >= 4 else None
-        calls = None if lanes < 4 or draws else \
-            block_calls(self, self._level_exprs(level), self._lane_preset(level), lanes, last)
+        preset = self._lane_preset(level)
+        calls = None if lanes < 4 or draws else block_calls(self, self._level_exprs(level), preset, lanes, last)
 
         def head(ind: str) -> None:
             self._prefetch(level, ind)
             if draws:
                 draws.emit_head(ind)
             if calls:
-                calls.emit_head(ind, self._lane_preset(level))
+                calls.emit_head(ind, preset)
             if block_count:
                 self._emit(ind, "blocks += 1;")
                 self._emit(ind, "const double inv_blocks = 1.0 / blocks;")

@@ -71,6 +71,7 @@ class CompiledGraph:
     device: torch.device
     node_count: int  # IR nodes after inlining
     mutates_inputs: bool
+    host_traffic: str = ""  # why the graph moves data to or from the CPU per call ("" when it does not)
     fx: torch.fx.GraphModule | None = None  # the ATen graph compiled
     run: object = None
     cache_hit: bool = False  # everything came from the caches (graph cache, or every kernel built)
@@ -153,7 +154,8 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
                  for p in plans],
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
-        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and not n.is_scatter for n in graph.nodes))
+        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and not n.is_scatter for n in graph.nodes),
+        host_traffic=_host_traffic(graph))
     compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
                              fx=gm, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)
     entry = None
@@ -182,6 +184,15 @@ def _rebuild_ir(gm: torch.fx.GraphModule, kind: str) -> Graph:
     graph, _ = lower(gm, keep_padding=kind != "backward", group_matmuls=kind == "inference")
     inline(graph)
     return graph
+
+
+def _host_traffic(graph: Graph) -> str:
+    """Why the graph moves data between the CPU and its device on each call, or ""."""
+    if any(o.device is not None for o in graph.outputs):
+        return "a result is returned on the CPU"
+    if any(isinstance(n, InputNode) and (n.host_scalar or n.elsewhere) for n in graph.nodes):
+        return "an input is a CPU tensor"
+    return ""
 
 
 def _private_outputs(graph: Graph, kind: str, visible) -> frozenset:

@@ -12,6 +12,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from braze.compiler import _host_traffic
 from braze.ir.graph import InputNode
 from braze.lower import lower
 from braze.runtime.wrapper import generate
@@ -65,6 +66,15 @@ def test_cpu_graph_moves_nothing():
     graph = _lowered(lambda x, i: x[i] + 1, ((6,), torch.float32, "cpu"), ((3,), torch.int64, "cpu"))
     assert not any(getattr(n, "elsewhere", False) or getattr(n, "host_scalar", False) for n in graph.nodes)
     assert all(spec.device is None for spec in graph.outputs)
+    assert _host_traffic(graph) == ""
+
+
+def test_cuda_graph_names_its_host_traffic():
+    """What keeps a graph out of CUDA graphs is known when it is compiled, before any capture."""
+    assert _host_traffic(_lowered(_bump_functional, *_BUMP_ARGS)) == "a result is returned on the CPU"
+    scalar_in = _lowered(lambda x, s: x * s, ((6,), torch.float32, "cuda"), ((), torch.float32, "cpu"))
+    assert _host_traffic(scalar_in) == "an input is a CPU tensor"
+    assert _host_traffic(_lowered(lambda x: x * 2, ((6,), torch.float32, "cuda"))) == ""
 
 
 @needs_gpu
@@ -110,3 +120,17 @@ def test_constant_index_from_the_graph_cache_on_gpu(tmp_path):
                 out = torch.compile(fn, backend="braze")(x)
             assert [g.from_graph_cache for g in rec.graphs] == [hit]
             torch.testing.assert_close(out, fn(x))
+
+
+@needs_gpu
+def test_cudagraphs_refuse_a_graph_with_a_cpu_result_up_front():
+    import warnings
+    x, c = torch.randn(6, device="cuda"), torch.randn(3)
+    f = torch.compile(lambda x, c: (x.sin(), c * 2), backend="braze", options={"cudagraphs": True})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = f(x, c)
+    assert any("returned on the CPU" in str(w.message) for w in caught)
+    assert out[1].device.type == "cpu"
+    torch.testing.assert_close(out[0], x.sin())
+    torch.testing.assert_close(out[1], c * 2)

@@ -29,7 +29,7 @@ def why_not_capturable(compiled) -> str | None:
         return f"the graph runs on {compiled.device.type}, not CUDA"
     if compiled.mutates_inputs:
         return "the graph mutates an input (copying it back each call would defeat the purpose)"
-    return None
+    return compiled.host_traffic or None
 
 
 def wrap(call, compiled, static_indices) -> object:

@@ -77,6 +77,44 @@ def test_non_strict_failure_warns_once_and_runs_eagerly():
         LOWERINGS[torch.ops.aten.exp.default] = original
 
 
+def test_an_op_whose_values_decide_its_size_is_refused_by_name():
+    """The backward of ``index_fill`` with a tensor value sums the gradient at the unique
+    indices: ``_unique``'s result size is known only at run time. A trace that fixes it (real
+    tensors here; torch 2.11 on CUDA guessed size 1) must not become a static buffer: the
+    value's gradient was wrong on the H100 (0.05 against eager's 3.19)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from braze.lower import lower
+    from braze.lower.core import LoweringError
+
+    def unique_sum(idx, g):
+        return g.index_select(-1, torch.ops.aten._unique(idx, False)[0]).sum()
+    gm = make_fx(unique_sum)(torch.tensor([2, 1, 4, 2, 2]), torch.randn(5, 5))
+    with pytest.raises(LoweringError) as info:
+        lower(gm)
+    assert "aten._unique.default" in str(info.value) and "(3,)" in str(info.value)
+    assert "depends on its input's values" in str(info.value)
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True  # the backward then holds _unique
+    try:
+        x, v = torch.randn(5, 5, requires_grad=True), torch.randn((), requires_grad=True)
+        idx = torch.tensor([2, 1, 4, 2, 2])
+        with braze.config.patch(strict=False), warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            out = torch.compile(lambda x, v: x.index_fill(-1, idx, v), backend="braze")(x, v)
+            g = torch.randn(5, 5)
+            got = torch.autograd.grad(out, (x, v), g)
+        expected = torch.autograd.grad(x.index_fill(-1, idx, v), (x, v), g)
+        torch.testing.assert_close(got, expected)
+    finally:
+        torch._dynamo.config.capture_dynamic_output_shape_ops = False
+
+
+def test_repeat_interleave_given_its_output_size_is_not_refused():
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from braze.lower import lower
+    gm = make_fx(lambda r, x: x[torch.repeat_interleave(r, output_size=6)] * 2)(torch.tensor([1, 2, 3]), torch.randn(3))
+    lower(gm)
+
+
 def test_unlowered_ops_run_through_aten_and_are_counted():
     x = torch.randn(6, 5)
     compiled = check(lambda x: torch.logcumsumexp(x.exp(), 1).sin(), x)

@@ -128,6 +128,10 @@ KNOBS = (
          "triton on CPU tensors (the interpreter): also compile each kernel for this GPU architecture "
          "(90: sm_90) without a GPU, so that a program Triton's compiler rejects but its interpreter "
          "runs fails here too (a test aid; 0: off)"),
+    Knob("triton_bounds_check", "BRAZE_TRITON_BOUNDS_CHECK", False, _flag,
+         "triton on CPU tensors (the interpreter): raise when a load or store that its mask lets "
+         "through reaches outside every tensor the kernel was given (on a GPU such an access reads "
+         "a neighbour's memory or faults with an illegal address; a test aid)"),
     Knob("compile_workers", "BRAZE_COMPILE_WORKERS", 0, int,
          "triton: worker processes that compile kernels in parallel (0: one per core, at most 12; "
          "1: compile in the calling thread)"),

@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh Dynamo per test, a seed per test, strict braze, and the backend matrix."""
+"""Shared fixtures: a fresh Dynamo per test, a seed per test, strict braze with bounds-checked
+Triton kernels, and the backend matrix."""
 import os
 import zlib
 
@@ -30,8 +31,9 @@ def fresh_dynamo():
     torch._dynamo.reset()
     # The graph cache is off by default here: a test that patches braze's internals must
     # not load, or leave behind, a graph compiled under another test's patch
-    # (tests/test_graph_cache.py turns it on, in a directory of its own).
-    with braze.config.patch(strict=True, graph_cache=False):
+    # (tests/test_graph_cache.py turns it on, in a directory of its own). Triton kernels run
+    # by the interpreter have every load and store checked against their tensors.
+    with braze.config.patch(strict=True, graph_cache=False, triton_bounds_check=True):
         yield
     torch._dynamo.reset()
 

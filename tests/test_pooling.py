@@ -192,4 +192,8 @@ def test_triton_masks_a_load_only_under_a_condition_that_bounds_it():
     assert guarded_loads([by_value], extents) == {}
     assert list(guarded_loads([by_index], extents)) == [id(shifted)]
     nested = where(binary(Op.LE, load("b", [x0], torch.float32), zero), zero, by_index)
-    assert len(guarded_loads([nested], extents)[id(shifted)]) == 2  # both conditions mask it
+    [path] = guarded_loads([nested], extents)[id(shifted)]  # one path through both branches
+    assert len(path) == 2  # both conditions mask it
+    two_ways = binary(Op.ADD, by_index, where(S.compare(Op.LE, x0, 6), shifted, zero))
+    paths = guarded_loads([two_ways], extents)[id(shifted)]
+    assert [len(p) for p in paths] == [1, 1]  # either branch's condition: the union masks it

@@ -207,16 +207,30 @@ class Printer:
         clamp = (lo < 0 or hi > extent - 1) and not guards
         if clamp:
             text = f"tl.minimum(tl.maximum({text}, 0), {max(extent - 1, 0)})"
-        masks = [self.k.mask_for(pos.axes)] if self.k.mask_for(pos.axes) else []
-        for cond, negated in guards:  # read only where the branches reading it are taken
-            term = self.memo[id(cond)]
-            cond_text = term.text if term.precedence >= 3 else f"({term.text})"
-            masks.append(f"~{cond_text}" if negated else cond_text)
-            axes = axes | term.axes
+        conditions = []
+        if guards:  # read only where the branches of a path reading it are all taken
+            paths = [self._conjunction(path) for path in guards]
+            conditions.append(paths[0][0] if len(paths) == 1 else "(" + " | ".join(f"({t})" for t, _ in paths) + ")")
+            for _, path_axes in paths:
+                axes = axes | path_axes
+        # the block masks of every axis the position or a condition varies along: a condition
+        # along x (a diagonal: x1 - x0 == 2) holds in lanes past the x extent too
+        block_mask = self.k.mask_for(axes)
+        masks = ([block_mask] if block_mask else []) + conditions
         mask_text = f", {' & '.join(masks)}" if masks else ""
         if clamp or pos.precedence < 3:
             text = f"({text})"
         return self.temp(f"tl.load({self.k.params[e.arg]} + {text}{mask_text})", axes)
+
+    def _conjunction(self, path: list) -> tuple:
+        """(text, axes) of the conditions of the where-branches along one path."""
+        texts, axes = [], frozenset()
+        for cond, negated in path:
+            term = self(cond)  # (a path through a later branch: its condition is printed now)
+            cond_text = term.text if term.precedence >= 3 else f"({term.text})"
+            texts.append(f"~{cond_text}" if negated else cond_text)
+            axes = axes | term.axes
+        return " & ".join(texts), axes
 
     # ------------------------------------------------------------------ index arithmetic
 

@@ -3,27 +3,32 @@
 Takes: the expressions of one kernel plan (loads in storage form) and the storage
 extent of each buffer. Gives: ``guarded_loads``: for each load whose position is not
 provably inside its buffer, whose position is plain index arithmetic (no loaded
-value in it), and which every use reaches through one branch of a ``where`` (or
-several, nested), the conditions of those branches: ``[(condition, negated)]``,
-keyed by ``id`` of the load.
+value in it), and whose every use lies inside one branch of a ``where`` (or several,
+nested), the conditions of each path that reads it: ``[[(condition, negated), ...], ...]``,
+one list per distinct path, keyed by ``id`` of the load.
 
-The printer masks such a load by its conditions (and the block masks) instead of
-clamping its position into the buffer, when one of them states index bounds (index
-arithmetic only, or an ``and`` with such a term: ``_bounding``). A ``cat`` or ``pad`` lowers to
-``where(i < n, a[i], b[i - n])``: each branch's position is inside its buffer exactly
-where its condition holds, so the masked load reads what eager reads and nothing
-outside the buffer. Clamping (``min(max(pos, 0), extent - 1)``) kept the addresses
-in range too, but hid the contiguity of the position from Triton, so a clamped load
-was never vectorized: rotary embedding's two halves were read 2 bytes at a time.
-A gather (a position computed from loaded indices) stays clamped: an index out of
-range must not fault.
+The printer masks such a load by the union of its paths' conditions (and the block
+masks) instead of clamping its position into the buffer, when every path holds a
+condition that states index bounds (index arithmetic only, or an ``and`` with such a
+term: ``_bounding``). A ``cat`` or ``pad`` lowers to ``where(i < n, a[i], b[i - n])``:
+each branch's position is inside its buffer exactly where its condition holds, so the
+masked load reads what eager reads and nothing outside the buffer. A load shared by
+two paths (a circular pad's corners read the same element through different nested
+branches) is inside its buffer only where one path's conditions all hold: masking it by
+the conditions the paths have in common let lanes of neither path read far outside
+(an illegal address on the H100). Clamping (``min(max(pos, 0), extent - 1)``) kept
+the addresses in range too, but hid the contiguity of the position from Triton, so a
+clamped load was never vectorized: rotary embedding's two halves were read 2 bytes at
+a time. A gather (a position computed from loaded indices) stays clamped: an index
+out of range must not fault.
 """
 from __future__ import annotations
 
 from braze.ir import simplify as S
-from braze.ir.expr import Op, search, walk
+from braze.ir.expr import Op, walk
 
-MAX_WORK = 1 << 18  # where-branches times nodes: past this, every such load is clamped
+MAX_WORK = 1 << 18  # (node, path) visits: past this, every such load is clamped
+MAX_PATHS = 8  # distinct paths to one load: past this, it is clamped
 
 
 def needs_clamp(load, extents: dict) -> bool:
@@ -37,16 +42,45 @@ def guarded_loads(roots: list, extents: dict) -> dict:
                   and not any(a.op is Op.LOAD for a in walk(e.args[0]))}
     if not candidates:
         return {}
-    branches = [(w, k) for w in nodes if w.op is Op.WHERE for k in (1, 2)
-                if candidates & {id(e) for e in walk(w.args[k])}]
-    if len(branches) * len(nodes) > MAX_WORK:
+    paths = _paths_to(roots, nodes, candidates)
+    if paths is None:
         return {}
-    guards: dict = {}
-    for w, k in branches:
-        inside = candidates & {id(e) for e in walk(w.args[k])}
-        for load in inside - _reachable_without(roots, w, k):
-            guards.setdefault(load, []).append((w.args[0], k == 2))
-    return {load: conds for load, conds in guards.items() if any(_bounding(c, n) for c, n in conds)}
+    return {load: [list(p) for p in found.values()] for load, found in paths.items()
+            if len(found) <= MAX_PATHS and all(_masks(p, load) for p in found.values())}
+
+
+def _masks(path: tuple, load: int) -> bool:
+    """A path's conditions can mask the load: one of them states index bounds, and none
+    reads the load itself (its mask would need its value)."""
+    return any(_bounding(c, n) for c, n in path) and not any(load in {id(e) for e in walk(c)} for c, _ in path)
+
+
+def _paths_to(roots: list, nodes: list, candidates: set) -> dict | None:
+    """For each candidate load, the distinct where-branch paths from ``roots`` that reach it
+    (each a tuple of ``(condition, negated)``, outermost first), or None past ``MAX_WORK``."""
+    leads = set(candidates)  # nodes with a candidate at or below them
+    for e in nodes:  # children first
+        if any(id(a) in leads for a in e.args):
+            leads.add(id(e))
+    paths: dict = {}
+    seen: set = set()
+    stack = [(r, ()) for r in roots if id(r) in leads]
+    while stack:
+        node, path = stack.pop()
+        key = (id(node), tuple((id(c), n) for c, n in path))
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > MAX_WORK:
+            return None
+        if id(node) in candidates:
+            paths.setdefault(id(node), {}).setdefault(key[1], path)
+            continue
+        for k, arg in enumerate(node.args):
+            if id(arg) in leads:
+                inner = path + ((node.args[0], k == 2),) if node.op is Op.WHERE and k else path
+                stack.append((arg, inner))
+    return paths
 
 
 def _bounding(condition, negated: bool) -> bool:
@@ -63,9 +97,3 @@ def _bounding(condition, negated: bool) -> bool:
 
 def _index_only(condition) -> bool:
     return not any(e.op is Op.LOAD for e in walk(condition))
-
-
-def _reachable_without(roots: list, where, branch: int) -> set:
-    """ids of the nodes reachable from ``roots`` other than through ``where``'s ``branch``."""
-    return {id(e) for e in search(roots, lambda e: [a for j, a in enumerate(e.args)
-                                                    if not (e is where and j == branch)])}

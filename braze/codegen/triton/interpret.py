@@ -8,7 +8,10 @@ runs ``tl.*`` itself but leaves ``triton.language.extra.libdevice`` as stubs tha
 return ``None``; a kernel module loaded for the interpreter gets this namespace
 as its ``libdevice``.
 
-It also gives ``install``, fixes to the interpreter's own faults: it converts to
+It also gives ``install``, fixes to the interpreter's own faults, and a check the
+GPU does not make: with ``config.triton_bounds_check`` every load and store is checked
+against the storages of the kernel's arguments (the interpreter reads and writes host
+memory wherever a pointer points). It converts to
 bfloat16 by truncating float32 and by taking integers as bit patterns (GPUs round
 to nearest even); it types a comparison's result with its operands' dtype instead
 of ``int1``, so a scalar comparison broadcast to a block becomes floats and a
@@ -206,3 +209,57 @@ def install() -> None:
     _compare_to_int1(interpreter.InterpreterBuilder)
     _fused_fma(interpreter.InterpreterBuilder)
     _ex2_assembly(interpreter.InterpreterBuilder)
+    _bounds_check(interpreter)
+
+
+class OutOfBounds(RuntimeError):
+    """A kernel's load or store reached outside the storages it was given."""
+
+
+_extents: list = []  # [(first byte, byte after the last)] of the running kernel's storages
+_running: list = [""]  # the running kernel's name
+
+
+def _bounds_check(interpreter) -> None:
+    """Under ``config.triton_bounds_check``: record the storages a launch passes (the
+    interpreter's host copies, which the pointers point into) and check each load and
+    store's addresses where its mask is true against them."""
+    from braze import config
+    executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
+    init_args, load, store = executor._init_args_hst, builder.create_masked_load, builder.create_masked_store
+
+    def init_args_hst(self, args_dev, kwargs):
+        args, kwargs_hst = init_args(self, args_dev, kwargs)
+        if config.triton_bounds_check:
+            storages = [a.untyped_storage() for a in list(args) + list(kwargs_hst.values())
+                        if isinstance(a, torch.Tensor)]
+            _extents[:] = [(st.data_ptr(), st.data_ptr() + st.nbytes()) for st in storages]
+            _running[0] = getattr(self.fn, "__name__", "")
+        return args, kwargs_hst
+
+    def checked_load(self, ptrs, mask, *rest):
+        if config.triton_bounds_check:
+            _check(ptrs, mask, "load")
+        return load(self, ptrs, mask, *rest)
+
+    def checked_store(self, ptrs, value, mask, *rest):
+        if config.triton_bounds_check:
+            _check(ptrs, mask, "store")
+        return store(self, ptrs, value, mask, *rest)
+    executor._init_args_hst = init_args_hst
+    builder.create_masked_load, builder.create_masked_store = checked_load, checked_store
+
+
+def _check(ptrs, mask, what: str) -> None:
+    from triton.runtime.interpreter import _get_np_dtype
+    size = np.dtype(_get_np_dtype(ptrs.get_element_ty())).itemsize
+    addresses = np.broadcast_to(ptrs.data, np.broadcast_shapes(ptrs.data.shape, mask.data.shape))
+    wanted = addresses[np.broadcast_to(mask.data, addresses.shape).astype(bool)].astype(np.int64)
+    inside = np.zeros(wanted.shape, dtype=bool)
+    for first, end in _extents:
+        inside |= (wanted >= first) & (wanted + size <= end)
+    if not inside.all():
+        bad = wanted[~inside]
+        offsets = [min((int(a) - first for first, _ in _extents), key=abs) for a in bad[:3]]
+        raise OutOfBounds(f"{_running[0]}: a {what} reaches outside its tensors at {bad.size} of "
+                          f"{wanted.size} active lanes (byte offsets from the nearest tensor: {offsets})")

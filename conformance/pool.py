@@ -89,9 +89,24 @@ def _worker(wid, tasks, results, backend, stderr_path):
             found = run_op(table[key], dtype_names, backend,
                            announce=lambda name: results.put(("start", wid, key, name)))
         except Exception as exc:  # noqa: BLE001 - a harness problem, reported as such
-            found = {d: {"outcome": "skip", "detail": f"harness: {type(exc).__name__}: {exc}", "samples": 0,
-                         "sample": "", "fallbacks": [], "notes": [], "grad": False} for d in dtype_names}
+            if _device_lost(exc):  # the CUDA context is unusable: report, and let a fresh worker go on
+                results.put(("done", wid, key, _results(dtype_names, "error", f"the device failed: {exc}")))
+                results.close()
+                results.join_thread()  # (the message is sent before the process ends)
+                os._exit(3)
+            found = _results(dtype_names, "skip", f"harness: {type(exc).__name__}: {exc}")
         results.put(("done", wid, key, found))
+
+
+def _device_lost(exc: Exception) -> bool:
+    """A sticky CUDA error (an illegal address, a device-side assertion): every later
+    call in this process fails the same way."""
+    return "CUDA error" in str(exc) or type(exc).__name__ == "AcceleratorError"
+
+
+def _results(dtype_names, outcome: str, detail: str) -> dict:
+    return {d: {"outcome": outcome, "detail": detail, "samples": 0, "sample": "", "fallbacks": [],
+                "notes": [], "grad": False} for d in dtype_names}
 
 
 class Pool:
@@ -102,6 +117,7 @@ class Pool:
         self.keys, self.dtype_names = list(keys), list(dtype_names)
         self.jobs, self.op_timeout = jobs, op_timeout
         self.workers, self.current, self.next_id = {}, {}, 0
+        self.previous: dict = {}  # worker id -> the op it finished last
         self.pending = set(self.keys)   # ops without their final "done"
         self.found: dict = {}
 
@@ -141,6 +157,10 @@ class Pool:
             self.current[wid] = (key, message[3], time.monotonic())
             return
         self.current.pop(wid, None)
+        for res in message[3].values():
+            if res["outcome"] == "error" and wid in self.previous:  # launches are asynchronous
+                res["detail"] += f" (the worker ran {self.previous[wid]} before)"
+        self.previous[wid] = key
         self.found.setdefault(key, {}).update(message[3])
         for name, res in message[3].items():
             progress(key, name, res)

@@ -130,7 +130,7 @@ def problems_section(results) -> list:
                 if r is None or r["outcome"] not in BAD:
                     continue
                 lines.append(f"| `{key}` | {backend} | {SHORT[dtype]} | {r['outcome']} | {_esc(r.get('sample', ''))} "
-                             f"| {_esc(r.get('detail', ''))} | {_esc(notes.cause(key, dtype)) or 'untriaged'} |")
+                             f"| {_esc(r.get('detail', ''))} | {_esc(notes.cause(key, dtype, backend)) or 'untriaged'} |")
     return lines + [""]
 
 

@@ -80,7 +80,7 @@ def test_non_strict_failure_warns_once_and_runs_eagerly():
 def test_an_op_whose_values_decide_its_size_is_refused_by_name():
     """The backward of ``index_fill`` with a tensor value sums the gradient at the unique
     indices: ``_unique``'s result size is known only at run time. A trace that fixes it (real
-    tensors here; torch 2.11 on CUDA guessed size 1) must not become a static buffer: the
+    tensors here; torch 2.11 guessed size 1) must not become a static buffer: the
     value's gradient was wrong on the H100 (0.05 against eager's 3.19)."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from braze.lower import lower

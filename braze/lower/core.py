@@ -450,8 +450,8 @@ _SIZED_BY_VALUES = {getattr(torch.ops.aten, name) for name in (
 def _values_decide_size(node, target) -> bool:
     """``nonzero``, ``_unique``, ``masked_select``...: an output's size is known only once the
     op has run. Tracing gives such an output a symbolic size, or on some versions a fixed
-    guess (``_unique`` in the backward of ``index_fill`` was traced as size 1 on CUDA under
-    torch 2.11, which does not tag ``_unique`` as such). These have a fixed size when given:
+    guess (``_unique`` in the backward of ``index_fill`` was traced as size 1 under torch 2.11,
+    where the tag alone did not catch it). These have a fixed size when given:
     ``index`` with integer indices, ``one_hot`` with ``num_classes``, ``repeat_interleave`` with
     ``output_size``."""
     packet, args, kwargs = target.overloadpacket, node.args, node.kwargs

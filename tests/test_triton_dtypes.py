@@ -146,3 +146,16 @@ def test_interpreter_fma_rounds_once():
     one_ulp_up = np.float32(1 + 2 ** -23)
     out = interpreter.InterpreterBuilder().create_fma(value(one_ulp_up), value(one_ulp_up), value(-(1 + 2 ** -22)))
     assert out.data.dtype == np.float32 and out.data[0] == 2.0 ** -46
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_floor_division_past_the_float_range_and_by_subnormals(dtype):
+    """Quotients that overflow give eager's infinities, and subnormal bfloat16 divisors keep
+    their value. In the interpreter ``fmod`` was torch's vectorized CPU one, NaN where a / b
+    overflows in blocks of 16 (the GPU's libdevice is exact), and bfloat16 subnormals became
+    other numbers on conversion to float32 (1.001e-38 to 8.27e-39)."""
+    values = torch.tensor([-3e38, 3e38, -1e-30, 1e-30, -7.0, 2.5, 1e-38, -1e-38, 5e-40], dtype=dtype)
+    a = values[:, None].expand(9, 9).contiguous()
+    b = values[None, :].expand(9, 9).contiguous()
+    # (not fmod itself: eager's has the NaNs); the float32 bits of b are compared exactly
+    check(lambda a, b: (torch.floor_divide(a, b), (b.float() * 2).view(torch.int32)), a, b)

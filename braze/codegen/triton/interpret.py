@@ -2,8 +2,9 @@
 
 Takes: nothing. Gives: ``libdevice``, a namespace with the libdevice functions
 generated kernels call, computing on the interpreter's NumPy arrays with
-PyTorch's CPU kernels; like libdevice it takes float32 and float64 only (a
-bfloat16 array holds bit patterns, which it would misread). Triton's interpreter
+PyTorch's CPU kernels (``fmod`` with NumPy's: torch's vectorized one is not exact);
+like libdevice it takes float32 and float64 only (a bfloat16 array holds bit
+patterns, which it would misread). Triton's interpreter
 runs ``tl.*`` itself but leaves ``triton.language.extra.libdevice`` as stubs that
 return ``None``; a kernel module loaded for the interpreter gets this namespace
 as its ``libdevice``.
@@ -13,7 +14,7 @@ GPU does not make: with ``config.triton_bounds_check`` every load and store is c
 against the storages of the kernel's arguments (the interpreter reads and writes host
 memory wherever a pointer points). It converts to
 bfloat16 by truncating float32 and by taking integers as bit patterns (GPUs round
-to nearest even); it types a comparison's result with its operands' dtype instead
+to nearest even), and from bfloat16 it changes subnormals; it types a comparison's result with its operands' dtype instead
 of ``int1``, so a scalar comparison broadcast to a block becomes floats and a
 following ``&``/``|``/``^`` fails in NumPy; and it folds ``tl.reduce`` with a user
 combine function one element at a time in Python (minutes for a few thousand
@@ -43,8 +44,16 @@ _UNARY = {
 }
 _BINARY = {
     "pow": torch.pow, "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign,
-    "nextafter": torch.nextafter, "fmod": torch.fmod, "mul_rn": torch.mul,
+    "nextafter": torch.nextafter, "mul_rn": torch.mul,
+    "fmod": lambda a, b: _c_fmod(a, b),
 }
+
+
+def _c_fmod(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """C's fmod, exact as libdevice's: torch's vectorized CPU fmod gives NaN where a / b
+    overflows (fmod(-3e38, 1e-30) in blocks of 16 float32; one at a time it is right)."""
+    with np.errstate(all="ignore"):
+        return torch.from_numpy(np.fmod(a.numpy(), b.numpy()))
 
 
 def _data(x):
@@ -119,12 +128,16 @@ def _cast_to_bf16(builder_cls):
     """Round to bfloat16 to nearest even, as the GPU's ``cvt.rn.bf16`` does (the
     interpreter truncates float32, and takes the bits of float64 values and the
     values of integers and bools as bfloat16 bit patterns). Integers go through
-    float32, as eager converts them."""
+    float32, as eager converts them. From bfloat16 to float32 the bits are shifted
+    into place (the interpreter turned the subnormal 1.001e-38 into 8.27e-39)."""
     from triton.runtime.interpreter import TensorHandle
     original = builder_cls.cast_impl
 
     def cast_impl(self, src, dst_type):
         source = src.dtype.scalar
+        if source == tl.bfloat16 and dst_type.scalar == tl.float32:  # exact, subnormals too
+            bits = np.asarray(src.data).astype(np.uint32) << 16
+            return TensorHandle(bits.view(np.float32), dst_type.scalar)
         if dst_type.scalar == tl.bfloat16 and (source in (tl.float32, tl.float64) or source.is_int()):
             values = torch.from_numpy(np.array(src.data))
             values = values if source.is_floating() else values.to(torch.float32)

@@ -27,6 +27,10 @@ def _read_eight_masked(src, dst, n):
     tl.store(dst + offsets, tl.load(src + offsets, offsets < n), offsets < n)
 
 
+def _add_eight(dst):
+    tl.atomic_add(dst + tl.arange(0, 8), 1.0, sem="relaxed")
+
+
 def test_the_check_catches_a_read_past_the_end_and_passes_a_masked_one():
     interpret.install()
     unmasked, masked = triton.jit(_read_eight), triton.jit(_read_eight_masked)  # (interpreted: decorated now)
@@ -35,6 +39,8 @@ def test_the_check_catches_a_read_past_the_end_and_passes_a_masked_one():
         unmasked[(1,)](src, dst)
     masked[(1,)](src, dst, 4)
     torch.testing.assert_close(dst[:4], src)
+    with pytest.raises(Exception, match="an atomic update reaches outside its tensors at 4 of 8"):
+        triton.jit(_add_eight)[(1,)](torch.zeros(4))
 
 
 @pytest.mark.parametrize("shape, pad", [

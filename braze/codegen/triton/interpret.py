@@ -235,8 +235,8 @@ _running: list = [""]  # the running kernel's name
 
 def _bounds_check(interpreter) -> None:
     """Under ``config.triton_bounds_check``: record the storages a launch passes (the
-    interpreter's host copies, which the pointers point into) and check each load and
-    store's addresses where its mask is true against them."""
+    interpreter's host copies, which the pointers point into) and check each load, store
+    and atomic update's addresses where its mask is true against them."""
     from braze import config
     executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
     init_args, load, store = executor._init_args_hst, builder.create_masked_load, builder.create_masked_store
@@ -259,8 +259,15 @@ def _bounds_check(interpreter) -> None:
         if config.triton_bounds_check:
             _check(ptrs, mask, "store")
         return store(self, ptrs, value, mask, *rest)
+    atomic = builder.create_atomic_rmw
+
+    def checked_atomic(self, op, ptrs, value, mask, *rest):  # a scatter's tl.atomic_add
+        if config.triton_bounds_check:
+            _check(ptrs, mask, "atomic update")
+        return atomic(self, op, ptrs, value, mask, *rest)
     executor._init_args_hst = init_args_hst
     builder.create_masked_load, builder.create_masked_store = checked_load, checked_store
+    builder.create_atomic_rmw = checked_atomic
 
 
 def _check(ptrs, mask, what: str) -> None:
@@ -274,5 +281,6 @@ def _check(ptrs, mask, what: str) -> None:
     if not inside.all():
         bad = wanted[~inside]
         offsets = [min((int(a) - first for first, _ in _extents), key=abs) for a in bad[:3]]
-        raise OutOfBounds(f"{_running[0]}: a {what} reaches outside its tensors at {bad.size} of "
+        article = "an" if what[0] in "aeiou" else "a"
+        raise OutOfBounds(f"{_running[0]}: {article} {what} reaches outside its tensors at {bad.size} of "
                           f"{wanted.size} active lanes (byte offsets from the nearest tensor: {offsets})")

@@ -10,15 +10,15 @@ return ``None``; a kernel module loaded for the interpreter gets this namespace
 as its ``libdevice``.
 
 It also gives ``install``, fixes to the interpreter's own faults, and a check the
-GPU does not make: with ``config.triton_bounds_check`` every load and store is checked
-against the storages of the kernel's arguments (the interpreter reads and writes host
-memory wherever a pointer points). It converts to
-bfloat16 by truncating float32 and by taking integers as bit patterns (GPUs round
-to nearest even), and from bfloat16 it changes subnormals; it types a comparison's result with its operands' dtype instead
-of ``int1``, so a scalar comparison broadcast to a block becomes floats and a
-following ``&``/``|``/``^`` fails in NumPy; and it folds ``tl.reduce`` with a user
-combine function one element at a time in Python (minutes for a few thousand
-rows); braze's combine helpers are associative and elementwise, so their
+GPU does not make: with ``config.triton_bounds_check`` every load, store and atomic
+update is checked against the storages of the kernel's arguments (the interpreter
+reads and writes host memory wherever a pointer points). It converts to bfloat16 by
+truncating float32 and by taking integers as bit patterns (GPUs round to nearest
+even), and from bfloat16 it changes subnormals; it types a comparison's result with
+its operands' dtype instead of ``int1``, so a scalar comparison broadcast to a block
+becomes floats and a following ``&``/``|``/``^`` fails in NumPy; and it folds
+``tl.reduce`` with a user combine function one element at a time in Python (minutes
+for a few thousand rows); braze's combine helpers are associative and elementwise, so their
 reductions are run as a vectorized tree instead; and it rounds a float32
 ``tl.fma`` twice (the product, then the sum), where the GPU rounds once.
 
@@ -42,18 +42,17 @@ _UNARY = {
     "nearbyint": torch.round, "trunc": torch.trunc, "floor": torch.floor, "ceil": torch.ceil,
     "rsqrt": torch.rsqrt,
 }
-_BINARY = {
-    "pow": torch.pow, "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign,
-    "nextafter": torch.nextafter, "mul_rn": torch.mul,
-    "fmod": lambda a, b: _c_fmod(a, b),
-}
-
-
 def _c_fmod(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """C's fmod, exact as libdevice's: torch's vectorized CPU fmod gives NaN where a / b
     overflows (fmod(-3e38, 1e-30) in blocks of 16 float32; one at a time it is right)."""
     with np.errstate(all="ignore"):
         return torch.from_numpy(np.fmod(a.numpy(), b.numpy()))
+
+
+_BINARY = {
+    "pow": torch.pow, "atan2": torch.atan2, "hypot": torch.hypot, "copysign": torch.copysign,
+    "nextafter": torch.nextafter, "mul_rn": torch.mul, "fmod": _c_fmod,
+}
 
 
 def _data(x):
@@ -226,7 +225,7 @@ def install() -> None:
 
 
 class OutOfBounds(RuntimeError):
-    """A kernel's load or store reached outside the storages it was given."""
+    """A kernel's load, store or atomic update reached outside the storages it was given."""
 
 
 _extents: list = []  # [(first byte, byte after the last)] of the running kernel's storages
@@ -239,7 +238,7 @@ def _bounds_check(interpreter) -> None:
     and atomic update's addresses where its mask is true against them."""
     from braze import config
     executor, builder = interpreter.GridExecutor, interpreter.InterpreterBuilder
-    init_args, load, store = executor._init_args_hst, builder.create_masked_load, builder.create_masked_store
+    init_args = executor._init_args_hst
 
     def init_args_hst(self, args_dev, kwargs):
         args, kwargs_hst = init_args(self, args_dev, kwargs)
@@ -250,24 +249,16 @@ def _bounds_check(interpreter) -> None:
             _running[0] = getattr(self.fn, "__name__", "")
         return args, kwargs_hst
 
-    def checked_load(self, ptrs, mask, *rest):
-        if config.triton_bounds_check:
-            _check(ptrs, mask, "load")
-        return load(self, ptrs, mask, *rest)
-
-    def checked_store(self, ptrs, value, mask, *rest):
-        if config.triton_bounds_check:
-            _check(ptrs, mask, "store")
-        return store(self, ptrs, value, mask, *rest)
-    atomic = builder.create_atomic_rmw
-
-    def checked_atomic(self, op, ptrs, value, mask, *rest):  # a scatter's tl.atomic_add
-        if config.triton_bounds_check:
-            _check(ptrs, mask, "atomic update")
-        return atomic(self, op, ptrs, value, mask, *rest)
+    def checked(original, what: str, ptrs_at: int, mask_at: int):
+        def method(self, *args):
+            if config.triton_bounds_check:
+                _check(args[ptrs_at], args[mask_at], what)
+            return original(self, *args)
+        return method
     executor._init_args_hst = init_args_hst
-    builder.create_masked_load, builder.create_masked_store = checked_load, checked_store
-    builder.create_atomic_rmw = checked_atomic
+    builder.create_masked_load = checked(builder.create_masked_load, "load", 0, 1)
+    builder.create_masked_store = checked(builder.create_masked_store, "store", 0, 2)
+    builder.create_atomic_rmw = checked(builder.create_atomic_rmw, "atomic update", 1, 3)  # a scatter's add
 
 
 def _check(ptrs, mask, what: str) -> None:

@@ -207,16 +207,14 @@ class Printer:
         clamp = (lo < 0 or hi > extent - 1) and not guards
         if clamp:
             text = f"tl.minimum(tl.maximum({text}, 0), {max(extent - 1, 0)})"
-        conditions = []
-        if guards:  # read only where the branches of a path reading it are all taken
-            paths = [self._conjunction(path) for path in guards]
-            conditions.append(paths[0][0] if len(paths) == 1 else "(" + " | ".join(f"({t})" for t, _ in paths) + ")")
-            for _, path_axes in paths:
-                axes = axes | path_axes
+        paths = [self._conjunction(path) for path in guards]  # read only where a path's branches are all taken
+        for _, path_axes in paths:
+            axes = axes | path_axes
         # the block masks of every axis the position or a condition varies along: a condition
         # along x (a diagonal: x1 - x0 == 2) holds in lanes past the x extent too
-        block_mask = self.k.mask_for(axes)
-        masks = ([block_mask] if block_mask else []) + conditions
+        masks = [m for m in [self.k.mask_for(axes)] if m]
+        if paths:
+            masks.append(paths[0][0] if len(paths) == 1 else "(" + " | ".join(f"({t})" for t, _ in paths) + ")")
         mask_text = f", {' & '.join(masks)}" if masks else ""
         if clamp or pos.precedence < 3:
             text = f"({text})"

@@ -41,6 +41,22 @@ def _optional_int(text: str) -> int | None:
     return int(text) if text.strip() else None
 
 
+def _last_level_cache_bytes() -> int:
+    """The largest CPU cache (sysfs; 32 MiB when it cannot be read)."""
+    sizes = []
+    for index in range(8):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as f:
+                text = f.read().strip()
+        except OSError:
+            break
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes, default=32 << 20)
+
+
 def _default_cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "braze")
@@ -119,6 +135,10 @@ KNOBS = (
          "CPU: smallest buffer, in KB, that goes through braze's buffer cache (smaller ones stay "
          "with ATen's allocator)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
+    Knob("cpp_stream_min_bytes", "BRAZE_CPP_STREAM_MIN_BYTES", _last_level_cache_bytes(), int,
+         "cpp pointwise kernels that move at least this many bytes (default: the last-level cache "
+         "size) write their outputs with non-temporal stores, so no line is read before it is "
+         "overwritten (x86 only; 0: every such kernel; negative: never)"),
     Knob("autotune", "BRAZE_AUTOTUNE", False, _flag, "triton: try a few launch configurations per kernel, cached"),
     Knob("foreach_max_parts", "BRAZE_FOREACH_MAX_PARTS", 8, int,
          "triton: most tensors one foreach kernel updates (its compile time grows faster than that); "

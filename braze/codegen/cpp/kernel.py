@@ -20,7 +20,7 @@ Seven shapes, chosen from the plan:
   per column, vectorized across the columns (``columns``).
 - ``split``: few outer elements and long reductions (a full sum): each reduce
   loop is shared by all threads, per-thread partials merged in thread order
-  (deterministic).
+  (deterministic) (``split``).
 - ``scatter``: a scatter node, in one thread and in order (``sequential``).
 - ``scan``: a scan node: rows in parallel, each in order (``sequential``).
 Between reduce loops (even levels) run the ``outer`` members: epilogues.
@@ -39,6 +39,8 @@ from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
 from braze.codegen.cpp.pieces import over_piece, piece_name, piece_var, pieces
 from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.sequential import emit_scan, emit_scatter
+from braze.codegen.cpp.split import emit_split
+from braze.codegen.cpp.streams import RowStream, emit_streamed, streamed
 from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.fuse.kernel import KernelPlan
 from braze.fuse.legality import COLUMN
@@ -68,6 +70,7 @@ class CppKernel:
         self.row_invariants: dict = {}  # id(expression) -> its name, computed once per row
         self.prefetch: dict = {}  # level -> next-row lines to prefetch in that loop (rows.Prefetch)
         self.moments: dict = {}  # member name -> its value, for moments computed in two passes
+        self.row_stream = None  # a row kernel's streamed stores (``streams.RowStream``)
         self.acc_ids = itertools.count()
         self.shape = self._choose_shape()
 
@@ -175,15 +178,17 @@ class CppKernel:
                     printer(e)
 
     def _compute(self, member, printer: CPrinter, indent: str, store_guard: str = "",
-                 exprs: tuple | None = None) -> str:
-        """Compute a member (``exprs``: its value and store rewritten) and store it."""
+                 exprs: tuple | None = None, stage: str | None = None) -> str:
+        """Compute a member (``exprs``: its value and store rewritten) and store it (into
+        ``stage``, an element of a scratch array, instead: ``streams``)."""
         value_expr, store = exprs or (member.value, member.store)
         value = printer(value_expr)
         self.values[member.name] = value
         if store is not None:
             dtype = member.value_dtype
             stored = convert(value, dtype, member.node.dtype) if dtype != member.node.dtype else value
-            self._emit(indent, f"{store_guard}{member.target}[{printer(store)}] = {stored};")
+            where = stage or f"{member.target}[{printer(store)}]"
+            self._emit(indent, f"{store_guard}{where} = {stored};")
         return value
 
     def _accumulators(self, members) -> list:
@@ -251,7 +256,8 @@ class CppKernel:
         self._preload(self._members_at(level), printer)
         for m in self._members_at(level):
             if m.reduce_op is None:
-                self._compute(m, printer, indent)
+                stage = self.row_stream.stage_of(m) if self.row_stream and narrow is not None else None
+                self._compute(m, printer, indent, stage=stage)
                 continue
             acc = self.accs[m.name]
             value = printer(m.value)
@@ -334,8 +340,9 @@ class CppKernel:
             self._lane_body(level, ind, "l", block, narrow, block_memo)
         shared = distribute and not outer_r
         partials = [] if distribute else self._wide_sums(level)
+        foot = self.row_stream.flush if self.row_stream and level == self.row_stream.level else None
         emit_lanes(self, inner, last, lanes, body, partials, head,
-                   "#pragma omp for schedule(static)" if shared else "", "if (tid == 0) " if shared else "")
+                   "#pragma omp for schedule(static)" if shared else "", "if (tid == 0) " if shared else "", foot)
         self._close_loops(len(outer_r), inner)
 
     def _wide_sums(self, level: int) -> list:
@@ -379,6 +386,10 @@ class CppKernel:
             self._emit(indent, "#pragma omp single nowait")
         cuts = pieces(self)
         draws = self._pointwise_draws(cuts)
+        stream = [] if cuts or draws else streamed(self)
+        if stream:
+            emit_streamed(self, stream)
+            return
         if len(loops) == 1 and not draws:
             self._emit(indent, self._parallel(1, simd=True))
         elif len(loops) > 1:
@@ -452,13 +463,19 @@ class CppKernel:
         plan = self.plan
         indent = "  "
         sums = self.column_sums = ColumnSums(self) if plan.columns else None
+        rows = self.row_stream = None if sums else RowStream(self)
         if sums:
             indent = sums.open_region(indent)
+        elif rows.stages:
+            indent = rows.open_region(indent)
         if plan.outer:
-            self._emit(indent, sums.loop_pragma(len(plan.outer)) if sums else self._parallel(len(plan.outer)))
+            self._emit(indent, (sums or rows).loop_pragma(len(plan.outer)) if sums or rows.stages
+                       else self._parallel(len(plan.outer)))
         inner = self._open_loops(plan.outer, indent)
         self._plan_scratch(inner)
-        self.prefetch = prefetches(plan)
+        self.prefetch = prefetches(plan, skip=set(rows.targets) if rows else set())
+        if rows:
+            rows.declare(inner)
         for level in plan.levels:
             if level % 2 == 0:
                 printer = self._printer(inner)
@@ -470,6 +487,8 @@ class CppKernel:
         self._close_loops(len(plan.outer), inner)
         if sums:
             sums.close_region(indent)
+        elif rows.stages:
+            rows.close_region(indent)
 
     def _row_reduce(self, level: int, indent: str) -> None:
         """One reduce level of a row: lanes declared, the loop, lanes merged, results."""
@@ -487,51 +506,7 @@ class CppKernel:
         emit_column(self)
 
     def _split(self) -> None:
-        plan = self.plan
-        indent = "  "
-        inner = self._open_loops(plan.outer, indent)
-        all_reductions = [m for m in plan.members if m.reduce_op]
-        partial_accs = self._accumulators(all_reductions)
-        for acc in partial_accs:
-            for suffix, t, init in acc.fields():
-                self._emit(inner, f"{t} p_{acc.field(suffix)}[{self.threads}];")
-        self._emit(inner, f"#pragma omp parallel num_threads({self.threads})")
-        self._emit(inner, "{")
-        body = inner + "  "
-        self._emit(body, "const int tid = omp_get_thread_num();")
-        self._emit(body, "const int nth = omp_get_num_threads();")
-        for level in plan.levels:
-            members = self._members_at(level)
-            if level % 2 == 0:
-                printer = self._printer(body)
-                self._preload(members, printer)
-                for m in members:
-                    self._compute(m, printer, body, store_guard="if (tid == 0) ")
-                continue
-            lanes = self._lanes_for(plan.reduce[-1].size)
-            accs = list({id(self.accs[m.name]): self.accs[m.name] for m in members if m.reduce_op}.values())
-            self._declare(accs, lanes, body)
-            self._reduce_loops(level, body, lanes, distribute=True)
-            self._merge_lanes(accs, lanes, body)
-            self._share_partials(accs, body)
-            self._set_results(level, lambda acc: (lambda s: f"f_{acc.field(s)}"))
-            self._store_results(level, body, guard="if (tid == 0) ")
-        self._emit(inner, "}")
-        self._close_loops(len(plan.outer), inner)
-
-    def _share_partials(self, accs, indent: str) -> None:
-        """Each thread publishes its partial; all merge them in thread order."""
-        for acc in accs:
-            for suffix, t, init in acc.fields():
-                self._emit(indent, f"p_{acc.field(suffix)}[tid] = {acc.field(suffix)}[0];")
-        self._emit(indent, "#pragma omp barrier")
-        for acc in accs:
-            for suffix, t, init in acc.fields():
-                self._emit(indent, f"{t} f_{acc.field(suffix)} = p_{acc.field(suffix)}[0];")
-            self._emit(indent, "for (int k = 1; k < nth; k++) {")
-            for stmt in acc.combine(lambda s, a=acc: f"f_{a.field(s)}", lambda s, a=acc: f"p_{a.field(s)}[k]"):
-                self._emit(indent + "  ", stmt)
-            self._emit(indent, "}")
+        emit_split(self)
 
 
 def kernel_args(plan: KernelPlan) -> list:

@@ -33,9 +33,9 @@ CHUNK = 4  # blocks of lanes summed in float32 before a fold into the double acc
 
 
 def emit_lanes(kernel, indent: str, var, lanes: int, body, partials=(), head=None, pragma: str = "",
-               tail_guard: str = "") -> None:
+               tail_guard: str = "", foot=None) -> None:
     """The loop over ``var``: blocks of ``lanes`` (``head(indent)`` starts each block,
-    after ``pragma``), then the tail. ``body(indent, narrow)`` emits one element's
+    after ``pragma``; ``foot(indent)`` ends it), then the tail. ``body(indent, narrow)`` emits one element's
     statements; ``narrow`` maps id(accumulator) to its float partial in the blocks and is
     None in the tail. ``partials``: the wide sums to fold through float partials."""
     main = var.size - var.size % lanes
@@ -52,6 +52,8 @@ def emit_lanes(kernel, indent: str, var, lanes: int, body, partials=(), head=Non
         kernel._emit(inner, f"    const int64_t {var.name} = rb + l;")
         body(inner + "    ", narrow)
         kernel._emit(inner, "  }")
+        if foot:
+            foot(inner + "  ")
         kernel._emit(inner, "}")
         _close_chunks(kernel, indent, inner, partials, narrow, lanes)
     if main < var.size:

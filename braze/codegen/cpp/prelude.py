@@ -5,7 +5,8 @@ eager PyTorch: NaN-propagating max/min, Python-style floor division and modulo,
 integer division that never traps (a zero divisor gives 0), shifts defined for
 every count, bf16 rounding to nearest even, and ``omp declare simd`` lines that
 let GCC call glibc's vector math (libmvec) inside SIMD loops, and an exact
-vector fmod of floats (AVX2) in the translation units that call one.
+vector fmod of floats (AVX2) and the non-temporal stores of ``streams`` in the
+translation units that call them.
 """
 
 _TEMPLATE = r"""
@@ -293,6 +294,29 @@ extern "C" __attribute__((visibility("hidden"))) b_v8f _ZGVdN8vv_b_fmodf_scalar(
 BRAZE_INLINE float b_fmodf(float a, float b) { return fmodf(a, b); }
 #else
 """ + _SCALAR_FMOD + "#endif\n"
+_STREAM = r"""
+// Non-temporal stores (codegen/cpp/streams.py): the 32-byte-aligned chunks of a block go
+// around the cache, without the read of each line a plain store makes first; the unaligned
+// head and tail are copied. b_stream_fence orders a thread's streamed stores before the
+// loop's barrier.
+#if defined(__AVX__)
+typedef long long b_v4q __attribute__((vector_size(32)));
+typedef long long b_v4q_u __attribute__((vector_size(32), aligned(1)));
+BRAZE_INLINE void b_stream(void* dst, const void* src, int64_t bytes) {
+  char* d = (char*)dst;
+  const char* s = (const char*)src;
+  int64_t k = (int64_t)(-(uintptr_t)d & 31);
+  k = k < bytes ? k : bytes;
+  if (k) __builtin_memcpy(d, s, k);
+  for (; k + 32 <= bytes; k += 32) __builtin_ia32_movntdq256((b_v4q*)(d + k), *(const b_v4q_u*)(s + k));
+  if (k < bytes) __builtin_memcpy(d + k, s + k, bytes - k);
+}
+BRAZE_INLINE void b_stream_fence() { __builtin_ia32_sfence(); }
+#else
+BRAZE_INLINE void b_stream(void* dst, const void* src, int64_t bytes) { __builtin_memcpy(dst, src, bytes); }
+BRAZE_INLINE void b_stream_fence() {}
+#endif
+"""
 _HEAD = _TEMPLATE.replace("{VECTOR_MATH}", _vector_math())
 _FLOAT_FMOD_USERS = ("b_fmodf(", "f_mod(", "f_floordiv(")
 
@@ -301,4 +325,5 @@ def prelude(kernels_source: str) -> str:
     """The prelude for these kernels: the vector float fmod (40 ms of a build) only where
     they call it."""
     uses = any(name in kernels_source for name in _FLOAT_FMOD_USERS)
-    return _HEAD.replace("{FLOAT_FMOD}", _VECTOR_FMOD if uses else _SCALAR_FMOD)
+    head = _HEAD.replace("{FLOAT_FMOD}", _VECTOR_FMOD if uses else _SCALAR_FMOD)
+    return head + _STREAM if "b_stream(" in kernels_source else head

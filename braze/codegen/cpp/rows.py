@@ -69,9 +69,10 @@ def _costly(e, r) -> bool:
     return any(n.op in EXPENSIVE and r in free_vars(n) for n in walk(e))
 
 
-def prefetches(plan) -> dict:
+def prefetches(plan, skip: set = frozenset()) -> dict:
     """Level -> ``Prefetch``es to issue in that loop: the first loop's contiguous loads
-    during the second loop, the last loop's contiguous stores during the last."""
+    during the second loop, the last loop's contiguous stores during the last (but to
+    the buffers in ``skip``: written by non-temporal stores, ``streams``)."""
     loops = _row_loops(plan)
     if len(loops) < 2 or not plan.outer:
         return {}
@@ -81,7 +82,7 @@ def prefetches(plan) -> dict:
     for e in loads:
         _add(found, loops[1], Prefetch(e.arg, e.args[0], S.coefficient(e.args[0], x), False), r)
     for m in plan.members:
-        if m.level == loops[-1] and m.store is not None and m.reduce_op is None:
+        if m.level == loops[-1] and m.store is not None and m.reduce_op is None and m.target not in skip:
             _add(found, loops[-1], Prefetch(m.target, m.store, S.coefficient(m.store, x), True), r)
     return found
 

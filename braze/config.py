@@ -136,8 +136,8 @@ KNOBS = (
          "with ATen's allocator)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
     Knob("cpp_stream_min_bytes", "BRAZE_CPP_STREAM_MIN_BYTES", _last_level_cache_bytes(), int,
-         "cpp pointwise kernels that move at least this many bytes (default: the last-level cache "
-         "size) write their outputs with non-temporal stores, so no line is read before it is "
+         "cpp pointwise and row kernels that move at least this many bytes (default: the last-level "
+         "cache size) write their outputs with non-temporal stores, so no line is read before it is "
          "overwritten (x86 only; 0: every such kernel; negative: never)"),
     Knob("autotune", "BRAZE_AUTOTUNE", False, _flag, "triton: try a few launch configurations per kernel, cached"),
     Knob("foreach_max_parts", "BRAZE_FOREACH_MAX_PARTS", 8, int,

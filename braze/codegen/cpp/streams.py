@@ -15,11 +15,12 @@ non-temporal store writes whole lines without reading them. Each thread fences i
 stores before the region's barrier, so readers after the kernel see them.
 
 Only where the kernel moves at least ``config.cpp_stream_min_bytes`` (the last-level
-cache): a smaller output would still be in the cache for its reader. Measured
-(``relu(x + y)``, 4M fp32, inputs in three sets that do not fit in the 32 MiB L3,
-medians of 60 interleaved calls on this 2-core AMD EPYC): one thread 2.68 ms with plain
-stores, 2.04 / 1.97 / 2.37 ms through blocks of 64 / 256 / 1024 elements; two threads
-2.25 against 1.49 ms (blocks of 64). Tried and not kept: a transposing kernel's tile rows
+cache): a smaller output would still be in the cache for its reader. Measured on this
+2-core AMD EPYC (``relu(x + y)``, 4M fp32, inputs in sets that do not fit in the 32 MiB
+L3): written by hand and timed through ctypes (medians of 60 interleaved calls), one
+thread 2.68 ms with plain stores, 2.04 / 1.97 / 2.37 ms through blocks of 64 / 256 / 1024
+elements, two threads 2.25 against 1.49 ms (blocks of 64); braze's kernel, knob off and
+on (medians of 80 interleaved calls), 2.16 → 1.90 ms and 1.67 → 1.46 ms. Tried and not kept: a transposing kernel's tile rows
 (2048² fp32 ``x.t() + y``: 8.1 ms either way at one thread, within noise at two; its
 strided reads bound it).
 """

@@ -463,19 +463,16 @@ class CppKernel:
         plan = self.plan
         indent = "  "
         sums = self.column_sums = ColumnSums(self) if plan.columns else None
-        rows = self.row_stream = None if sums else RowStream(self)
-        if sums:
-            indent = sums.open_region(indent)
-        elif rows.stages:
-            indent = rows.open_region(indent)
+        rows = self.row_stream = RowStream(self)
+        region = sums or (rows if rows.members else None)  # a parallel region of their own
+        if region:
+            indent = region.open_region(indent)
         if plan.outer:
-            self._emit(indent, (sums or rows).loop_pragma(len(plan.outer)) if sums or rows.stages
-                       else self._parallel(len(plan.outer)))
+            self._emit(indent, region.loop_pragma(len(plan.outer)) if region else self._parallel(len(plan.outer)))
         inner = self._open_loops(plan.outer, indent)
         self._plan_scratch(inner)
-        self.prefetch = prefetches(plan, skip=set(rows.targets) if rows else set())
-        if rows:
-            rows.declare(inner)
+        self.prefetch = prefetches(plan, skip=set(rows.targets))
+        rows.declare(inner)
         for level in plan.levels:
             if level % 2 == 0:
                 printer = self._printer(inner)
@@ -485,10 +482,8 @@ class CppKernel:
             else:
                 self._row_reduce(level, inner)
         self._close_loops(len(plan.outer), inner)
-        if sums:
-            sums.close_region(indent)
-        elif rows.stages:
-            rows.close_region(indent)
+        if region:
+            region.close_region(indent)
 
     def _row_reduce(self, level: int, indent: str) -> None:
         """One reduce level of a row: lanes declared, the loop, lanes merged, results."""

@@ -35,9 +35,9 @@ CHUNK = 4  # blocks of lanes summed in float32 before a fold into the double acc
 def emit_lanes(kernel, indent: str, var, lanes: int, body, partials=(), head=None, pragma: str = "",
                tail_guard: str = "", foot=None) -> None:
     """The loop over ``var``: blocks of ``lanes`` (``head(indent)`` starts each block,
-    after ``pragma``; ``foot(indent)`` ends it), then the tail. ``body(indent, narrow)`` emits one element's
-    statements; ``narrow`` maps id(accumulator) to its float partial in the blocks and is
-    None in the tail. ``partials``: the wide sums to fold through float partials."""
+    after ``pragma``; ``foot(indent)`` ends it), then the tail. ``body(indent, narrow)``
+    emits one element's statements; ``narrow`` maps id(accumulator) to its float partial
+    in the blocks and is None in the tail. ``partials``: the wide sums to fold through float partials."""
     main = var.size - var.size % lanes
     if main:
         narrow = {id(a): a.narrow() for a in partials}

@@ -20,9 +20,9 @@ cache): a smaller output would still be in the cache for its reader. Measured on
 L3): written by hand and timed through ctypes (medians of 60 interleaved calls), one
 thread 2.68 ms with plain stores, 2.04 / 1.97 / 2.37 ms through blocks of 64 / 256 / 1024
 elements, two threads 2.25 against 1.49 ms (blocks of 64); braze's kernel, knob off and
-on (medians of 80 interleaved calls), 2.16 → 1.90 ms and 1.67 → 1.46 ms. Tried and not kept: a transposing kernel's tile rows
-(2048² fp32 ``x.t() + y``: 8.1 ms either way at one thread, within noise at two; its
-strided reads bound it).
+on (medians of 80 interleaved calls), 2.16 → 1.90 ms and 1.67 → 1.46 ms. Tried and not
+kept: a transposing kernel's tile rows (2048² fp32 ``x.t() + y``: 8.1 ms either way at
+one thread, within noise at two; its strided reads bound it).
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ import platform
 from braze import config
 from braze.codegen.cpp.calls import LIBRARY_CALLS
 from braze.codegen.cpp.exprs import CPrinter, ctype
-from braze.fuse.legality import COLUMN
 from braze.ir import simplify as S
 from braze.ir.expr import free_vars, walk
 
@@ -147,20 +146,21 @@ class RowStream:
         self.kernel = kernel
         self.members: list = []
         self.stages: dict = {}  # member name -> its scratch array
-        self.level = None  # the row's last loop
+        self.level = None  # the row's last loop, where there is something to stream
         plan = kernel.plan
-        if len(plan.reduce) != 1 or not plan.outer:
+        if len(plan.reduce) != 1 or not plan.outer or plan.columns:  # (column sums: a region of their own)
             return
         self.r = r = plan.reduce[0]
         self.lanes = kernel._lanes_for(r.size)
         if self.lanes < 4 or not _worth_it(kernel, r.size, plan.outer_numel() * r.size):
             return
-        self.level = [level for level in plan.levels if level % 2][-1]
-        if _calls_library(plan, self.level, r):
+        last = [level for level in plan.levels if level % 2][-1]
+        if _calls_library(plan, last, r):
             return
-        self.members = [m for m in plan.members if m.level == self.level and m.reduce_op is None
-                        and m.role != COLUMN and _streamable(plan, m, r)]
+        self.members = [m for m in plan.members if m.level == last and m.reduce_op is None
+                        and _streamable(plan, m, r)]
         self.stages = {m.name: f"stage{i}" for i, m in enumerate(self.members)}
+        self.level = last if self.members else None
 
     @property
     def targets(self) -> list:

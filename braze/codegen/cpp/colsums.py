@@ -38,8 +38,7 @@ class ColumnSums:
         k = self.kernel
         for name in self.names.values():
             k._emit(indent, f"double* {name}_of[{k.threads}];  // each thread's partials")
-        cond = "" if k._threaded() else " if(0)"
-        k._emit(indent, f"#pragma omp parallel num_threads({k.threads}){cond}")
+        k._emit(indent, k._region())
         k._emit(indent, "{")
         inner = indent + "  "
         k._emit(inner, "const int tid = omp_get_thread_num();")
@@ -51,8 +50,7 @@ class ColumnSums:
         return inner
 
     def loop_pragma(self, collapse: int) -> str:
-        clause = f" collapse({collapse})" if collapse > 1 else ""
-        return f"#pragma omp for{clause} schedule(static)"
+        return self.kernel._shared_loop(collapse, nowait=False)
 
     def add(self, member, printer, indent: str) -> None:
         """Add one element of ``member`` into this thread's partial."""

@@ -144,12 +144,22 @@ class CppKernel:
         return self.plan.outer_numel() * max(self.plan.reduce_numel(), 1) >= PARALLEL_MIN_WORK
 
     def _parallel(self, collapse: int, simd: bool = False) -> str:
-        clause = f" collapse({collapse})" if collapse > 1 else ""
         if self.nested:
-            return f"#pragma omp for{' simd' if simd else ''}{clause} schedule(static) nowait"
+            return self._shared_loop(collapse, simd)
+        clause = f" collapse({collapse})" if collapse > 1 else ""
         kind = "parallel for simd" if simd else "parallel for"
         cond = "" if self._threaded() else " if(0)"
         return f"#pragma omp {kind}{clause} num_threads({self.threads}) schedule(static){cond}"
+
+    def _region(self) -> str:
+        """``omp parallel`` opening a region of the kernel's threads (one where work is small)."""
+        return f"#pragma omp parallel num_threads({self.threads}){'' if self._threaded() else ' if(0)'}"
+
+    @staticmethod
+    def _shared_loop(collapse: int, simd: bool = False, nowait: bool = True) -> str:
+        """The ``omp for`` of loops that the threads of an enclosing region share."""
+        clause = f" collapse({collapse})" if collapse > 1 else ""
+        return f"#pragma omp for{' simd' if simd else ''}{clause} schedule(static){' nowait' if nowait else ''}"
 
     def _open_loops(self, loop_vars, indent: str) -> str:
         for v in loop_vars:

@@ -19,8 +19,9 @@ before, on a one-op function); cosine to eager of the output in float32 and,
 for train, of all gradients concatenated (the loss by relative difference;
 a training row a compiler fails is run again in float64 to show how far
 eager itself lands from the exact answer);
-braze's ATen fallbacks, graphs run eagerly and recompilations. Then a new
-process compiles GPT-2 inference with braze on the warm caches (warm start).
+braze's ATen fallbacks, graphs run eagerly and recompilations. Then new
+processes compile GPT-2 inference on the warm caches (warm start): braze,
+Inductor, and Dynamo alone (the part no backend can skip).
 
 An exception in one (model, compiler, mode) is printed and recorded as
 "error: ..."; the run goes on. Rows start until ``--budget-s`` (less the warm
@@ -58,7 +59,8 @@ MODES = ("infer", "train")
 COS_OK = 0.999
 LOSS_OK = 1e-3  # relative difference of the training loss
 TIMING_ROUNDS = 3  # interleaved rounds of eager, Inductor and braze per row
-WARM_RESERVE_S = 30  # of the budget, kept for the warm-start subprocess
+WARM_RESERVE_S = 90  # of the budget, kept for the warm-start subprocesses
+WARM_BACKENDS = {"braze": "braze", "inductor": "Inductor", "eager": "Dynamo alone (backend 'eager')"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAD = ["model", "mode", "batch", "eager ms", "Inductor ms (× eager)", "braze ms (× eager)",
         "Inductor cold compile s", "braze cold compile s", f"min cos braze · Inductor (✓ ≥ {COS_OK})",
@@ -72,7 +74,7 @@ class OverBudget(BaseException):
 def main(argv=None) -> None:
     ns = _parse(argv)
     if ns.warm_child:
-        print(json.dumps(warm_child(ns.device, ns.tiny)), flush=True)
+        print(json.dumps(warm_child(ns.warm_child, ns.device, ns.tiny)), flush=True)
         return
     end = time.monotonic() + ns.budget_s
     command = "python -m benchmarks.models " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -109,7 +111,7 @@ def _parse(argv):
                         help=f"seconds for the whole run; rows stop {WARM_RESERVE_S} s earlier (the warm start's)")
     parser.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
                         help="compile GPT-2 inference again in a new process with the warm caches")
-    parser.add_argument("--warm-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--warm-child", choices=list(WARM_BACKENDS), help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
     ns.models = [m.strip() for m in ns.only.split(",") if m.strip()]
     ns.modes = [m.strip() for m in ns.modes.split(",") if m.strip()]
@@ -329,15 +331,24 @@ def _progress(text: str) -> None:
 # --- warm start -------------------------------------------------------------------------
 
 def warm_start(ns, rows: list, end: float) -> dict:
-    """GPT-2 inference compiled by braze in a new process that finds this run's braze and Triton caches."""
+    """GPT-2 inference compiled in a new process that finds this run's caches, by braze, by Inductor
+    and by Dynamo alone (a backend that compiles nothing: the floor any backend starts from)."""
     gpt2 = next((r for r in rows if r["model"] == "gpt2" and r["mode"] == "infer"), {})
     if "compile_s" not in gpt2.get("braze", {}):
         return {"skipped": "GPT-2 inference was not compiled by braze in this run"}
-    timeout = end - time.monotonic()
-    if timeout < 5:
-        return {"skipped": "the budget was spent"}
-    _progress("warm start: gpt2 infer / braze in a new process")
-    cmd = [sys.executable, "-m", "benchmarks.models", "--warm-child", "--device", ns.device] + \
+    results = {}
+    for backend in WARM_BACKENDS:
+        timeout = end - time.monotonic()
+        if timeout < 5:
+            results[backend] = {"error": "the budget was spent"}
+            continue
+        _progress(f"warm start: gpt2 infer / {backend} in a new process")
+        results[backend] = _warm_process(ns, backend, timeout)
+    return results
+
+
+def _warm_process(ns, backend: str, timeout: float) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.models", "--warm-child", backend, "--device", ns.device] + \
         (["--tiny"] if ns.tiny else [])
     start = time.perf_counter()
     try:
@@ -350,14 +361,15 @@ def warm_start(ns, rows: list, end: float) -> dict:
     return {**json.loads(lines[-1]), "process_s": time.perf_counter() - start}
 
 
-def warm_child(device: str, tiny: bool) -> dict:
+def warm_child(backend: str, device: str, tiny: bool) -> dict:
     import braze  # noqa: F401  (registers the backend; the parent set the cache directories)
     case = model_zoo.case("gpt2", tiny)
     step = model_zoo.Step(case, model_zoo.build(case, device), "infer", device)
-    _warm_up(device, ["braze"])
+    _warm_up(device, [backend if backend != "eager" else "braze"])
     expected, eager_ms = eager(step)
+    fn = torch.compile(step.model, backend="eager") if backend == "eager" else _compile(step.model, backend)
     with GraphRecorder() as rec:
-        result = first_call(step, _compile(step.model, "braze"), expected, eager_ms)
+        result = first_call(step, fn, expected, eager_ms)
     info = rec.summary()
     return {"compile_s": result["compile_s"], "cos": result["cos"], "graphs": len(rec.graphs),
             "cache_hits": sum(bool(g.cache_hit) for g in rec.graphs), "braze_ms": info["braze_ms"],
@@ -464,14 +476,23 @@ def _notes(rows: list) -> list:
 def _warm_lines(warm) -> list:
     if warm is None:
         return []
-    if "compile_s" not in warm:
-        return [f"Warm start (GPT-2 inference, braze, new process): {warm.get('skipped') or warm.get('error')}", ""]
-    eager = f"; **ran {len(warm['eager_graphs'])} graph(s) eagerly**" if warm["eager_graphs"] else ""
-    return [f"Warm start (GPT-2 inference, braze, a new process with this run's braze and Triton caches): compile "
-            f"**{warm['compile_s']:.2f} s** (braze's own share {warm['braze_ms'] / 1000:.2f} s; {warm['graphs']} "
-            f"graph(s), {warm['cache_hits']} from the cache; cos {warm['cos']:.5f}){eager}; the whole process, "
-            f"imports included, {warm['process_s']:.1f} s.", ""]
-
+    head = "Warm start (GPT-2 inference, a new process with this run's caches; first compiled call minus one eager call)"
+    if "skipped" in warm:
+        return [f"{head}: {warm['skipped']}", ""]
+    lines = [head + ":", ""]
+    for backend, label in WARM_BACKENDS.items():
+        w = warm.get(backend, {})
+        if "compile_s" not in w:
+            lines.append(f"- {label}: {w.get('error', 'not run')}")
+            continue
+        detail = [f"cos {w['cos']:.5f}", f"the whole process, imports included, {w['process_s']:.1f} s"]
+        if backend == "braze":
+            detail[:0] = [f"braze's own share {w['braze_ms'] / 1000:.2f} s",
+                          f"{w['graphs']} graph(s), {w['cache_hits']} from the cache"]
+            if w["eager_graphs"]:
+                detail.append(f"**ran {len(w['eager_graphs'])} graph(s) eagerly**")
+        lines.append(f"- {label}: **{w['compile_s']:.2f} s** ({'; '.join(detail)})")
+    return lines + [""]
 
 if __name__ == "__main__":
     main()

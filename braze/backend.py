@@ -4,7 +4,8 @@ Takes: an FX graph from TorchDynamo and its example inputs (and
 ``options={...}``, which patch ``braze.config`` for this compiled function).
 Gives: a callable built through AOTAutograd: braze's decomposition table, the
 min-cut rematerialization partitioner, input mutations kept in the graph, and
-braze compiling the forward, backward and inference graphs.
+braze compiling the forward, backward and inference graphs. An inference graph
+found in the trace cache (``runtime/trace_cache.py``) skips AOTAutograd.
 
 A graph braze fails on runs eagerly with one warning naming the op, unless
 ``config.strict`` is set: then ``BrazeError`` names the op, its input shapes and
@@ -23,9 +24,10 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from braze import config
-from braze.compiler import BrazeError, CompiledGraph, compile_graph
+from braze.compiler import BrazeError, CompiledGraph, compile_graph, load_cached
 from braze.decompositions import table
 from braze.lower import LoweringError
+from braze.runtime import trace_cache
 from braze.runtime.guard import guarded
 
 _warned: set = set()
@@ -52,18 +54,43 @@ class Recording:
 def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
     options = dict(options or {})
     with config.patch(**options):  # reject unknown knobs now, not at first backward
+        trace_key = trace_cache.key_of(gm, example_inputs)
+        hit = _from_trace_cache(trace_key, gm)
+        if hit is not None:
+            return hit
         decompositions = table(config.fallback_random)
     cuda = next((x.device for x in example_inputs if isinstance(x, torch.Tensor) and x.is_cuda), None)
     if cuda is not None:
         _start_compile_workers(cuda)
     saved = _SavedLayouts()  # the forward tells the backward whether it chose other strides
-    compilers = {kind: functools.partial(_compile_boxed, kind, options, saved)
-                 for kind in ("forward", "backward", "inference")}
+    compilers = {kind: functools.partial(_compile_boxed, kind, options, saved) for kind in ("forward", "backward")}
+    compilers["inference"] = functools.partial(_compile_boxed, "inference", options, saved,
+                                               remember=(trace_key, len(example_inputs)))
     return aot_autograd(
         fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
         inference_compiler=compilers["inference"], decompositions=decompositions,
         partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
     )(gm, example_inputs)
+
+
+def _from_trace_cache(key: str, gm: torch.fx.GraphModule):
+    """Dynamo's callable for a graph found in the trace cache (AOTAutograd not run), or None."""
+    entry = trace_cache.lookup(key)
+    compiled = load_cached(entry.graph_key, "inference", entry.constants) if entry is not None else None
+    if compiled is None:
+        return None
+    for listener in list(_listeners):
+        listener(compiled)
+    call = guarded(compiled, gm, "inference", _report)  # a failing first run falls back to Dynamo's graph
+    if entry.disable_autocast:  # as AOTAutograd runs it: the graph holds its casts
+        def forward(*args):
+            with torch._C._DisableAutocast():
+                return call(list(args))
+    else:
+        def forward(*args):
+            return call(list(args))
+    forward.compiled = compiled
+    return forward
 
 
 def _start_compile_workers(device: torch.device) -> None:
@@ -80,7 +107,8 @@ class _SavedLayouts:
     restrided = False
 
 
-def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.GraphModule, example_inputs):
+def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.GraphModule, example_inputs,
+                   remember: tuple = ("", 0)):
     with config.patch(**options):
         if kind == "backward" and saved.restrided:
             return _FirstCall(gm, kind, options)
@@ -92,7 +120,10 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
             from braze.runtime.specialize import Specializing
             return Specializing(gm, kind, options, compile_or_fallback)
         call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None)
-        saved.restrided = getattr(getattr(call, "compiled", None), "restrided", False)
+        compiled = getattr(call, "compiled", None)
+        saved.restrided = getattr(compiled, "restrided", False)
+        if compiled is not None and remember[0]:
+            trace_cache.remember(remember[0], compiled, gm, remember[1])
         return _with_cudagraphs(call, _static_inputs())
 
 

@@ -77,6 +77,7 @@ class CompiledGraph:
     cache_hit: bool = False  # everything came from the caches (graph cache, or every kernel built)
     from_graph_cache: bool = False
     restrided: bool = False  # an output saved for the backward has strides eager would not give it
+    cache_key: str = ""  # its key in the graph cache ("" when not cached)
     rebuild: object = None  # () -> the IR, for a graph loaded from the graph cache
 
     @property
@@ -109,12 +110,28 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = Non
         entry = graph_cache.load(key) if key else None
         timings["graph cache"] = _lap(t)
         if entry is not None:
-            return _from_entry(name, kind, gm, entry, timings)
+            compiled = _from_entry(name, kind, gm, entry, timings)
+            compiled.cache_key = key
+            return compiled
     compiled, entry = _compile(name, kind, gm, visible, restrided, timings)
     if key and entry is not None:
         t = time.perf_counter()
         graph_cache.save(key, entry)
         timings["graph cache"] += _lap(t)
+        compiled.cache_key = key
+    return compiled
+
+
+def load_cached(key: str, kind: str, constants: dict) -> CompiledGraph | None:
+    """The graph cache's entry ``key`` as a compiled graph with no FX graph behind it
+    (``runtime/trace_cache.py``; ``constants``: its tensor constants by FX attribute; no IR
+    to rebuild); None if absent."""
+    t = time.perf_counter()
+    entry = graph_cache.load(key)
+    if entry is None or any(attr not in constants for _, attr in entry.constants):
+        return None
+    compiled = _from_entry(f"graph{next(_graph_ids)}", kind, None, entry, {"graph cache": _lap(t)}, constants)
+    compiled.cache_key, compiled.rebuild = key, None
     return compiled
 
 
@@ -165,12 +182,14 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     return compiled, entry
 
 
-def _from_entry(name: str, kind: str, gm: torch.fx.GraphModule, entry, timings: dict) -> CompiledGraph:
-    """A graph cache hit: load the kernels the recipe names and execute the wrapper."""
+def _from_entry(name: str, kind: str, gm, entry, timings: dict, constants: dict | None = None) -> CompiledGraph:
+    """A graph cache hit: load the kernels the recipe names and execute the wrapper. Tensor
+    constants come from ``gm`` (or ``constants``, by attribute)."""
     t = time.perf_counter()
     device = torch.device(entry.device)
     objects = entry.recipe.load(device)
-    objects.update({g: constant_on(getattr(gm, attr), device) for g, attr in entry.constants})
+    objects.update({g: constant_on(constants[attr] if constants is not None else getattr(gm, attr), device)
+                    for g, attr in entry.constants})
     run = _load_wrapper(name, entry.wrapper, device, objects)
     timings["load"] = _lap(t)
     report = dict(entry.report)

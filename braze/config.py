@@ -75,6 +75,9 @@ KNOBS = (
     Knob("graph_cache", "BRAZE_GRAPH_CACHE", True, _flag,
          "keep whole compiled graphs in the disk cache, keyed by the ATen graph: a later process "
          "loads their kernels without lowering or generating code (off while debugging)"),
+    Knob("trace_cache", "BRAZE_TRACE_CACHE", True, _flag,
+         "keep inference graphs that AOTAutograd's runtime adds nothing to in the disk cache, keyed by "
+         "Dynamo's graph: a later process skips AOTAutograd's trace for them"),
     Knob("cache_dir", "BRAZE_CACHE_DIR", _default_cache_dir(), str,
          "per-user compile cache (created with mode 0700)"),
     # lowering

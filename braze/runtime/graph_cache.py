@@ -3,7 +3,9 @@
 Takes: an FX graph (after braze chose its layouts), its kind, how many outputs
 the user sees and the real arguments it is compiled for, if any. Gives:
 ``key_of`` (a hash of everything that decides what braze generates),
-``load(key)`` -> ``Entry`` or None, and ``save(key, entry)``.
+``load(key)`` -> ``Entry`` or None, and ``save(key, entry)``; and the parts of
+the key that other caches share (``common_parts``, ``describe``,
+``device_identity``, ``target_name``: ``runtime/trace_cache.py``).
 
 An ``Entry`` is what a later process needs to run the graph without compiling
 it: the wrapper's text, the backend's ``recipe`` (what to load: the C++
@@ -36,8 +38,8 @@ from braze import config
 from braze.runtime import cache
 
 # Knobs that change what is reported or where things go, not what is generated.
-_NEUTRAL_KNOBS = {"strict", "debug", "debug_dir", "cache", "cache_dir", "graph_cache", "compile_workers",
-                  "host_cache_mb"}
+_NEUTRAL_KNOBS = {"strict", "debug", "debug_dir", "cache", "cache_dir", "graph_cache", "trace_cache",
+                  "compile_workers", "host_cache_mb"}
 _FORMAT = "braze-graph-1"
 
 
@@ -65,21 +67,27 @@ def key_of(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
 
 
 def _key(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
-    parts = [_FORMAT, _braze_sources(), torch.__version__, _triton_version(), kind, repr(visible),
-             repr(sorted((k, repr(v)) for k, v in config.snapshot().items() if k not in _NEUTRAL_KNOBS)),
-             repr(torch.are_deterministic_algorithms_enabled()), repr(config.num_threads or torch.get_num_threads()),
-             os.environ.get("TRITON_INTERPRET", "")]
+    parts = [_FORMAT, common_parts(), kind, repr(visible)]
     devices = set()
     for node in gm.graph.nodes:  # what gm.code says, without generating and compiling it
-        parts.append(f"{node.name}={node.op}:{_target(node.target)}{node.args!r}{node.kwargs!r}")
-        parts.append(_describe(node.meta.get("val"), devices))
+        parts.append(f"{node.name}={node.op}:{target_name(node.target)}{node.args!r}{node.kwargs!r}")
+        parts.append(describe(node.meta.get("val"), devices))
         if node.op == "get_attr":  # a tensor constant is read at run time (its metadata is in the code)
             value = getattr(gm, node.target, None)
-            parts.append(_describe(value, devices) if isinstance(value, torch.Tensor) else repr(value))
+            parts.append(describe(value, devices) if isinstance(value, torch.Tensor) else repr(value))
     if args is not None:
-        parts.append(_describe(list(args), devices))
-    parts += [_device_identity(d) for d in sorted(devices)]
+        parts.append(describe(list(args), devices))
+    parts += [device_identity(d) for d in sorted(devices)]
     return cache.key_of(*parts)
+
+
+def common_parts() -> str:
+    """What every compiled graph depends on: braze's sources, torch's and Triton's versions,
+    the knobs that change generated code, deterministic mode, the thread count, the interpreter."""
+    return repr([_braze_sources(), torch.__version__, _triton_version(),
+                 sorted((k, repr(v)) for k, v in config.snapshot().items() if k not in _NEUTRAL_KNOBS),
+                 torch.are_deterministic_algorithms_enabled(), config.num_threads or torch.get_num_threads(),
+                 os.environ.get("TRITON_INTERPRET", "")])
 
 
 def load(key: str) -> Entry | None:
@@ -108,18 +116,18 @@ def _write(path: str, data: bytes) -> None:
         f.write(data)
 
 
-def _describe(value, devices: set) -> str:
+def describe(value, devices: set) -> str:
     """Sizes, strides, offset, dtype and device of tensors (nested in lists), repr of the rest."""
     if isinstance(value, torch.Tensor):
         devices.add(str(value.device))
         return (f"T({tuple(value.shape)},{tuple(value.stride())},{value.storage_offset()},"
                 f"{value.dtype},{value.device},{value.requires_grad})")
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_describe(v, devices) for v in value) + "]"
+        return "[" + ",".join(describe(v, devices) for v in value) + "]"
     return repr(value)
 
 
-def _target(target) -> str:
+def target_name(target) -> str:
     if isinstance(target, str):
         return target
     try:
@@ -128,7 +136,7 @@ def _target(target) -> str:
         return repr(target)
 
 
-def _device_identity(device: str) -> str:
+def device_identity(device: str) -> str:
     d = torch.device(device)
     if d.type != "cuda":
         return device

@@ -70,3 +70,21 @@ def test_a_diagonal_scatter_reads_its_source_only_inside_the_tile(offset):
     x, src = torch.randn(10, 10, requires_grad=True), torch.randn(10 - abs(offset), requires_grad=True)
     check(lambda x, s: torch.diagonal_scatter(x, s, offset), x, src, grad=True)
     check(lambda x: torch.diag(x, offset), torch.randn(10, 10, requires_grad=True), grad=True)
+
+
+def test_a_branch_on_computed_values_does_not_mask_a_padded_load():
+    """GPT-2's loss (HF's ForCausalLMLoss): the labels shifted by a pad, cross-entropy with
+    ``ignore_index``. The pad's load sits in a branch whose other
+    condition (label != -100) is a value the row kernel computes; masking the load by it
+    printed that value before the kernel had it (KeyError 'buf19' at 4096 rows on the
+    H100, both GPT-2 and LLaMA training ran eagerly). Only index-bound terms mask a load."""
+    vocab = 257
+
+    def loss(logits, labels):
+        labels = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous().view(-1)
+        total = F.cross_entropy(logits.view(-1, vocab).float(), labels, ignore_index=-100, reduction="sum")
+        return total / (labels != -100).sum()
+    logits = torch.randn(8, 512, vocab, requires_grad=True)  # 4096 rows: the gather joins the row kernel
+    labels = torch.randint(0, vocab, (8, 512))
+    labels[0, :7] = -100
+    check(loss, logits, labels, grad=True)

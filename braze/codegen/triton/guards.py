@@ -4,13 +4,12 @@ Takes: the expressions of one kernel plan (loads in storage form) and the storag
 extent of each buffer. Gives: ``guarded_loads``: for each load whose position is not
 provably inside its buffer, whose position is plain index arithmetic (no loaded
 value in it), and whose every use lies inside one branch of a ``where`` (or several,
-nested), the conditions of each path that reads it: ``[[(condition, negated), ...], ...]``,
+nested), the index-bound terms of each path's conditions: ``[[(term, negated), ...], ...]``,
 one list per distinct path, keyed by ``id`` of the load.
 
-The printer masks such a load by the union of its paths' conditions (and the block
-masks) instead of clamping its position into the buffer, when every path holds a
-condition that states index bounds (index arithmetic only, or an ``and`` with such a
-term: ``_bounding``). A ``cat`` or ``pad`` lowers to ``where(i < n, a[i], b[i - n])``:
+The printer masks such a load by the union of its paths' bound terms (and the block
+masks) instead of clamping its position into the buffer, when every path holds such a
+term (a condition of index arithmetic only, or one of an ``and``'s: ``_bounds_of``). A ``cat`` or ``pad`` lowers to ``where(i < n, a[i], b[i - n])``:
 each branch's position is inside its buffer exactly where its condition holds, so the
 masked load reads what eager reads and nothing outside the buffer. A load shared by
 two paths (a circular pad's corners read the same element through different nested
@@ -38,21 +37,33 @@ def needs_clamp(load, extents: dict) -> bool:
 
 def guarded_loads(roots: list, extents: dict) -> dict:
     nodes = walk(roots)
-    candidates = {id(e) for e in nodes if e.op is Op.LOAD and needs_clamp(e, extents)
-                  and not any(a.op is Op.LOAD for a in walk(e.args[0]))}
+    candidates = {id(e) for e in nodes if e.op is Op.LOAD and needs_clamp(e, extents) and _index_only(e.args[0])}
     if not candidates:
         return {}
     paths = _paths_to(roots, nodes, candidates)
     if paths is None:
         return {}
-    return {load: [list(p) for p in found.values()] for load, found in paths.items()
-            if len(found) <= MAX_PATHS and all(_masks(p, load) for p in found.values())}
+    guards = {}
+    for load, found in paths.items():
+        bounds = [[b for c, n in path for b in _bounds_of(c, n)] for path in found.values()]
+        if len(bounds) <= MAX_PATHS and all(bounds):
+            guards[load] = bounds
+    return guards
 
 
-def _masks(path: tuple, load: int) -> bool:
-    """A path's conditions can mask the load: one of them states index bounds, and none
-    reads the load itself (its mask would need its value)."""
-    return any(_bounding(c, n) for c, n in path) and not any(load in {id(e) for e in walk(c)} for c, _ in path)
+def _bounds_of(condition, negated: bool) -> list:
+    """The index-bound terms of a branch condition, ``[(term, negated)]``: the condition itself
+    when it is index arithmetic only, the index-only terms of an ``and`` taken as is (as cat,
+    pad and the scatters write them), else none. Only these mask a load: they keep its
+    position inside its buffer, and they can be printed wherever the load is, while a term
+    on loaded values (relu's backward: ``x <= 0``; a label that is not ``ignore_index``) may
+    read a value the kernel computes later (a row's log-sum-exp) and proves nothing about
+    where the load points."""
+    if _index_only(condition):
+        return [(condition, negated)]
+    if negated or condition.op is not Op.AND:
+        return []
+    return [b for term in condition.args for b in _bounds_of(term, False)]
 
 
 def _paths_to(roots: list, nodes: list, candidates: set) -> dict | None:
@@ -83,17 +94,6 @@ def _paths_to(roots: list, nodes: list, candidates: set) -> dict | None:
     return paths
 
 
-def _bounding(condition, negated: bool) -> bool:
-    """Whether a branch condition states index bounds (as cat, pad and the scatters write
-    them): index arithmetic only, or, taken as is, an ``and`` with such a term. A branch of
-    a condition on loaded values (relu's backward: ``x <= 0``) proves nothing about where
-    its loads may point, so they stay clamped."""
-    if _index_only(condition):
-        return True
-    if negated or condition.op is not Op.AND:
-        return False
-    return any(_bounding(term, False) for term in condition.args)
-
-
 def _index_only(condition) -> bool:
-    return not any(e.op is Op.LOAD for e in walk(condition))
+    """No loaded or computed value in it (``VALUE``: a result the kernel computes, perhaps later)."""
+    return not any(e.op in (Op.LOAD, Op.VALUE) for e in walk(condition))

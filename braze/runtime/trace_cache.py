@@ -93,12 +93,12 @@ def _describe_graph(gm: torch.fx.GraphModule, parts: list) -> None:
                 raise _NotCacheable
             parts.append(f"subgraph {node.target}")
             _describe_graph(value, parts)
-        elif node.op in ("call_function", "call_module") and not _safe(node, gm):
+        elif node.op in ("call_function", "call_module") and not _safe(node):
             raise _NotCacheable
         parts.append(f"{node.name}={node.op}:{graph_cache.target_name(node.target)}{node.args!r}{node.kwargs!r}")
 
 
-def _safe(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+def _safe(node: torch.fx.Node) -> bool:
     """A call whose meaning is torch's (or the language's), not user code's."""
     if node.op == "call_module":
         return False  # Dynamo inlines modules; one kept as a call is user code

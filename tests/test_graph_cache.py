@@ -132,7 +132,7 @@ def test_a_new_process_loads_the_graph_and_a_damaged_entry_is_rebuilt(tmp_path):
 def test_a_cache_that_cannot_be_written_only_loses_the_entry(cache_dir, monkeypatch):
     def refuse(*args, **kwargs):
         raise OSError("disk full")
-    monkeypatch.setattr(graph_cache, "_write", refuse)
+    monkeypatch.setattr(graph_cache.cache, "_write_bytes", refuse)
     x = torch.randn(8, 16)
     graphs = compiled_graphs(lambda x: x.cos() + 1, x)
     assert graphs and not graphs[0].from_graph_cache

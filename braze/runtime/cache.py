@@ -1,7 +1,8 @@
 """The on-disk compile cache.
 
 Takes: a content key (a hash of everything that determines the built file) and
-a function that builds it. Gives: the path of a verified file. Entries live in a
+a function that builds it. Gives: the path of a verified file; and pickled
+objects by key (``save_object``, ``load_object``: the graph and trace caches). Entries live in a
 per-user directory created with mode 0700; each entry is written to a temporary
 name and renamed into place with a checksum beside it, so readers never see a
 half-written file, and an entry whose checksum does not match (corrupt,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import stat
 import tempfile
 
@@ -80,3 +82,31 @@ def store(key: str, suffix: str, build) -> str:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def save_object(key: str, suffix: str, obj) -> None:
+    """Pickle ``obj`` under ``key``; a failure (unpicklable, a full disk) only loses the entry."""
+    try:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        store(key, suffix, lambda path: _write_bytes(path, data))
+    except Exception:
+        pass
+
+
+def load_object(key: str, suffix: str, kind: type):
+    """The ``kind`` object pickled under ``key``, or None (absent, damaged, or written by an
+    incompatible braze)."""
+    path = lookup(key, suffix) if key else None
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            obj = pickle.load(f)
+    except Exception:
+        return None
+    return obj if isinstance(obj, kind) else None
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)

@@ -29,7 +29,6 @@ import functools
 import hashlib
 import importlib.metadata
 import os
-import pickle
 from dataclasses import dataclass
 
 import torch
@@ -91,29 +90,12 @@ def common_parts() -> str:
 
 
 def load(key: str) -> Entry | None:
-    path = cache.lookup(key, ".graph")
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            entry = pickle.load(f)
-    except Exception:  # an entry from an incompatible braze: compile afresh
-        return None
-    return entry if isinstance(entry, Entry) else None
+    return cache.load_object(key, ".graph", Entry)
 
 
 def save(key: str, entry: Entry) -> None:
     """Store ``entry``; a failure (an unpicklable recipe, a full disk) only loses the entry."""
-    try:
-        data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-        cache.store(key, ".graph", lambda out: _write(out, data))
-    except Exception:
-        pass
-
-
-def _write(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
+    cache.save_object(key, ".graph", entry)
 
 
 def describe(value, devices: set) -> str:

@@ -32,7 +32,6 @@ afresh (the cache is off while debugging).
 """
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 
 import torch
@@ -122,15 +121,7 @@ def _global_state() -> str:
 
 
 def lookup(key: str) -> Entry | None:
-    path = cache.lookup(key, ".trace") if key else None
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            entry = pickle.load(f)
-    except Exception:
-        return None
-    return entry if isinstance(entry, Entry) else None
+    return cache.load_object(key, ".trace", Entry)
 
 
 def remember(key: str, compiled, aten_gm: torch.fx.GraphModule, dynamo_inputs: int) -> None:
@@ -138,31 +129,25 @@ def remember(key: str, compiled, aten_gm: torch.fx.GraphModule, dynamo_inputs: i
     AOTAutograd. A failure here only loses the entry."""
     try:
         entry = _entry(compiled, aten_gm, dynamo_inputs)
-        if entry is not None:
-            data = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-            cache.store(key, ".trace", lambda path: _write(path, data))
     except Exception:
-        pass
+        return
+    if entry is not None:
+        cache.save_object(key, ".trace", entry)
 
 
 def _entry(compiled, aten_gm: torch.fx.GraphModule, dynamo_inputs: int) -> Entry | None:
     metadata = _fw_metadata()
     placeholders = len(aten_gm.graph.find_nodes(op="placeholder"))
-    if not compiled.cache_key or metadata is None or not _trivial(metadata) or placeholders != dynamo_inputs:
-        return None
-    stored = graph_cache.load(compiled.cache_key)
-    if stored is None or stored.restrided:
+    if (not compiled.cache_key or compiled.restrided or metadata is None or not _trivial(metadata)
+            or placeholders != dynamo_inputs):
         return None
     with torch._subclasses.fake_tensor.unset_fake_temporarily():  # AOTAutograd's fake mode is active
-        constants = {attr: getattr(aten_gm, attr).detach().cpu().clone() for _, attr in stored.constants}
+        constants = {n.target: getattr(aten_gm, n.target).detach().cpu().clone()
+                     for n in aten_gm.graph.find_nodes(op="get_attr")
+                     if isinstance(getattr(aten_gm, n.target), torch.Tensor)}
     if sum(c.numel() * c.element_size() for c in constants.values()) > _MAX_CONSTANT_BYTES:
         return None
     return Entry(compiled.cache_key, torch._C._is_any_autocast_enabled(), constants)
-
-
-def _write(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def _fw_metadata():

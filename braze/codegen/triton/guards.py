@@ -9,9 +9,10 @@ one list per distinct path, keyed by ``id`` of the load.
 
 The printer masks such a load by the union of its paths' bound terms (and the block
 masks) instead of clamping its position into the buffer, when every path holds such a
-term (a condition of index arithmetic only, or one of an ``and``'s: ``_bounds_of``). A ``cat`` or ``pad`` lowers to ``where(i < n, a[i], b[i - n])``:
-each branch's position is inside its buffer exactly where its condition holds, so the
-masked load reads what eager reads and nothing outside the buffer. A load shared by
+term (a condition of index arithmetic only, or one of an ``and``'s: ``_bounds_of``).
+A ``cat`` or ``pad`` lowers to ``where(i < n, a[i], b[i - n])``: each branch's position
+is inside its buffer exactly where its condition holds, so the masked load reads what
+eager reads and nothing outside the buffer. A load shared by
 two paths (a circular pad's corners read the same element through different nested
 branches) is inside its buffer only where one path's conditions all hold: masking it by
 the conditions the paths have in common let lanes of neither path read far outside

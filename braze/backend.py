@@ -94,10 +94,12 @@ def _from_trace_cache(key: str, gm: torch.fx.GraphModule):
 
 
 def _start_compile_workers(device: torch.device) -> None:
-    """Triton's compile workers import Triton and warm up while AOTAutograd traces."""
-    from braze.codegen.triton import pool
+    """Triton's compile workers import Triton and warm up, and braze's kernel launcher is
+    built or loaded, while AOTAutograd traces."""
+    from braze.codegen.triton import native, pool
     major, minor = torch.cuda.get_device_capability(device)
     pool.start(major * 10 + minor)
+    native.start()
 
 
 class _SavedLayouts:

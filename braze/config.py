@@ -155,6 +155,10 @@ KNOBS = (
          "triton on CPU tensors (the interpreter): raise when a load or store that its mask lets "
          "through reaches outside every tensor the kernel was given (on a GPU such an access reads "
          "a neighbour's memory or faults with an illegal address; a test aid)"),
+    Knob("native_launch", "BRAZE_NATIVE_LAUNCH", True, _flag,
+         "triton on a GPU: launch kernels through braze's one C launcher (built once with the cxx "
+         "compiler) instead of Triton's, which compiles a launcher per kernel signature; kernels it "
+         "cannot serve use Triton's either way"),
     Knob("compile_workers", "BRAZE_COMPILE_WORKERS", 0, int,
          "triton: worker processes that compile kernels in parallel (0: one per core, at most 12; "
          "1: compile in the calling thread)"),

@@ -25,7 +25,7 @@ import threading
 
 import torch
 
-from braze.codegen.triton import pool
+from braze.codegen.triton import native, pool
 from braze.codegen.triton.worker import ast_source
 from braze.runtime import cache
 
@@ -151,7 +151,7 @@ class Compiler:
 
     def _job(self, key: str, fn_name: str, signature: dict, constexprs: dict, options: dict) -> tuple:
         config = repr(sorted(signature.items())) + repr(sorted(constexprs.items())) + repr(sorted(options.items()))
-        return key, fn_name, config, self.device.index or 0
+        return key, fn_name, config, self.device.index or 0, native.enabled()  # who launches it
 
     def submit(self, module, key: str, fn_name: str, signature: dict, constexprs: dict, options: dict) -> None:
         job = self._job(key, fn_name, signature, constexprs, options)
@@ -163,7 +163,8 @@ class Compiler:
         if self.use_pool and not binary:
             pending = pool.submit({"path": module.__file__, "module": module.__name__, "fn": fn_name,
                                    "signature": signature, "constexprs": constexprs, "options": options,
-                                   "arch": self.target.arch, "cache_dir": _triton_cache_dir()})
+                                   "arch": self.target.arch, "cache_dir": _triton_cache_dir(),
+                                   "launcher": not native.enabled()})
             elsewhere = pending is not None
             pending = pending or _get_threads().submit(self._compile, *args)
         self.jobs[job] = (pending, args, binary, elsewhere)
@@ -179,7 +180,8 @@ class Compiler:
         if not kernel:
             kernel = pending.result() if pending is not None and not elsewhere else self._compile(*args)
         with torch.cuda.device(self.device):
-            kernel._init_handles()
+            if not native.prepare(kernel, self.device.index or 0):
+                kernel._init_handles()
         if kernel.hash != marked:
             cache.store(_marker(job, self.target), ".ok", lambda out: _write(out, kernel.hash))
         _compiled[job] = kernel

@@ -4,9 +4,10 @@ Run as a script (``python worker.py [ARCH]``, by ``pool.py``): it imports Triton
 (not torch, not braze), compiles one throwaway kernel for GPU architecture ARCH if
 given (a process's first compile costs 0.6 s more than later ones), then reads jobs
 from stdin and answers on stdout, each a length-prefixed pickle. A job names a kernel module file, a function in it, its
-signature, constexprs, launch options, the GPU architecture and Triton's cache
-directory; the worker compiles it, and Triton's C launcher for its signature,
-into that cache and answers ``(job id, Triton's hash of the binary, None)``, or
+signature, constexprs, launch options, the GPU architecture, Triton's cache
+directory and whether Triton's C launcher is wanted (not when braze's own,
+``native.py``, runs the kernel); the worker compiles it, and that launcher for its
+signature, into that cache and answers ``(job id, Triton's hash of the binary, None)``, or
 ``(job id, "", error text)``. The parent then loads both from the cache. It exits when stdin closes.
 
 Imported (by ``build.py``): ``ast_source``, what both sides compile.
@@ -64,7 +65,8 @@ def compile_job(job: dict) -> str:
     target = GPUTarget("cuda", job["arch"], 32)
     kernel = triton.compile(ast_source(fn, job["signature"], job["constexprs"]), target=target,
                             options=job["options"])
-    _build_launcher(kernel)
+    if job.get("launcher", True):  # not when braze's own launcher runs it (native.py)
+        _build_launcher(kernel)
     return kernel.hash
 
 

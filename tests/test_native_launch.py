@@ -1,0 +1,71 @@
+"""braze's own kernel launcher (``codegen/triton/native.py``): its C source builds with the
+configured compiler on any machine, a machine without a CUDA driver falls back to Triton's
+launchers with the reason kept, the kernels it refuses are the ones it cannot run, and on a
+GPU the kernels launch through it with eager's results (and through Triton's with it off)."""
+import types
+
+import pytest
+import torch
+
+import braze
+from braze.codegen.triton import native
+
+triton = pytest.importorskip("triton")
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+
+
+def test_the_extension_source_compiles(tmp_path):
+    out = tmp_path / "launch.so"
+    native._compile(str(out))
+    assert out.stat().st_size > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a CUDA driver")
+def test_without_a_driver_triton_launchers_take_over():
+    assert not native.enabled()
+    assert "libcuda" in native._state["error"]
+
+
+def _kernel(signature: dict, **meta):
+    defaults = dict(num_ctas=1, launch_cooperative_grid=False, launch_pdl=False, global_scratch_size=0,
+                    profile_scratch_size=0, tensordesc_meta=None, num_warps=4, shared=0)
+    return types.SimpleNamespace(src=types.SimpleNamespace(signature=signature),
+                                 metadata=types.SimpleNamespace(**{**defaults, **meta}))
+
+
+@pytest.mark.parametrize("signature,meta,expected", [
+    ({"x": "*fp32", "y": "*bf16", "BLOCK": "constexpr"}, {}, True),
+    ({"x": "*fp32", "n": "i32"}, {}, False),  # a scalar argument
+    ({"x": "*fp32"}, {"global_scratch_size": 128}, False),
+    ({"x": "*fp32"}, {"profile_scratch_size": 64}, False),
+    ({"x": "*fp32"}, {"num_ctas": 2}, False),
+    ({"x": "*fp32"}, {"launch_cooperative_grid": True}, False),
+    ({"x": "*fp32"}, {"launch_pdl": True}, False),
+])
+def test_only_kernels_it_can_run_are_launched_by_it(signature, meta, expected):
+    assert native._launchable(_kernel(signature, **meta)) is expected
+
+
+def _launchers(report) -> str:
+    return report.graphs[0].source.split("# ---- launchers")[1]
+
+
+@GPU
+@pytest.mark.parametrize("on", [True, False])
+def test_kernels_launch_through_it_on_a_gpu(on):
+    """A row reduction, a tiled transpose and a training step's backward (autograd's own
+    thread): eager's values, through braze's launcher or, with it off, Triton's."""
+    x = torch.randn(300, 1000, device="cuda", requires_grad=True)
+    fn = lambda x: (torch.softmax(x, -1).t().contiguous() * 3).sum()  # noqa: E731
+    torch._dynamo.reset()
+    with braze.config.patch(native_launch=on, cache=False):
+        report = braze.explain(fn, x.detach())
+        assert ("_launch(" in _launchers(report)) is on and ("_run(" in _launchers(report)) is not on
+        torch._dynamo.reset()
+        loss = torch.compile(fn, backend="braze")(x)
+        loss.backward()
+    grad, x.grad = x.grad, None
+    expected = fn(x)
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(grad, x.grad)

@@ -25,6 +25,7 @@ import threading
 
 import torch
 
+from braze import config
 from braze.codegen.triton import native, pool
 from braze.codegen.triton.worker import ast_source
 from braze.runtime import cache
@@ -150,8 +151,8 @@ class Compiler:
         return self._scope.__exit__(*exc)
 
     def _job(self, key: str, fn_name: str, signature: dict, constexprs: dict, options: dict) -> tuple:
-        config = repr(sorted(signature.items())) + repr(sorted(constexprs.items())) + repr(sorted(options.items()))
-        return key, fn_name, config, self.device.index or 0, native.enabled()  # who launches it
+        settings = repr(sorted(signature.items())) + repr(sorted(constexprs.items())) + repr(sorted(options.items()))
+        return key, fn_name, settings, self.device.index or 0, config.native_launch  # whose launcher runs it
 
     def submit(self, module, key: str, fn_name: str, signature: dict, constexprs: dict, options: dict) -> None:
         job = self._job(key, fn_name, signature, constexprs, options)
@@ -164,7 +165,7 @@ class Compiler:
             pending = pool.submit({"path": module.__file__, "module": module.__name__, "fn": fn_name,
                                    "signature": signature, "constexprs": constexprs, "options": options,
                                    "arch": self.target.arch, "cache_dir": _triton_cache_dir(),
-                                   "launcher": not native.enabled()})
+                                   "launcher": not native.expected()})
             elsewhere = pending is not None
             pending = pending or _get_threads().submit(self._compile, *args)
         self.jobs[job] = (pending, args, binary, elsewhere)

@@ -5,7 +5,8 @@ Gives: ``prepare(kernel, device)``, which loads the binary and says whether
 ``launch`` can run it, and ``launch(function, grid_x, grid_y, grid_z, threads,
 shared, stream, device, extra, *pointers)``, the call a launcher makes. ``start()``
 builds the extension in a thread (the backend calls it when a CUDA graph
-arrives); ``enabled()`` waits for that build and says whether it worked.
+arrives); ``enabled()`` waits for that build and says whether it worked;
+``expected()`` does not wait (compile jobs ask it).
 
 Why: Triton builds a C launcher per distinct kernel signature, a C compile of
 about 0.2 s each on the H100's host, half of a typical kernel's compile job
@@ -181,6 +182,16 @@ def enabled() -> bool:
     start()
     _state["thread"].join()
     return _state.get("module") is not None
+
+
+def expected() -> bool:
+    """Whether kernels will launch through the extension, without waiting for its build
+    (compile jobs then skip Triton's launcher; should the build fail, Triton's is built
+    when the kernel is loaded)."""
+    if not config.native_launch:
+        return False
+    start()
+    return _state["thread"].is_alive() or _state.get("module") is not None
 
 
 def launch_function():

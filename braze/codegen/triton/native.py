@@ -203,8 +203,11 @@ def prepare(kernel, device_index: int) -> bool:
     leaves the kernel untouched (Triton loads it, with its launcher)."""
     if not enabled() or not _launchable(kernel):
         return False
+    from triton.compiler.compiler import max_shared_mem
     from triton.runtime.driver import driver
     meta = kernel.metadata
+    if meta.shared > max_shared_mem(device_index):
+        return False  # Triton raises its OutOfResources
     module, function, n_regs, n_spills, n_max_threads = driver.active.utils.load_binary(
         kernel.name, kernel.kernel, meta.shared, device_index)
     sizes = _state["module"].param_sizes(function)

@@ -2,6 +2,8 @@
 configured compiler on any machine, a machine without a CUDA driver falls back to Triton's
 launchers with the reason kept, the kernels it refuses are the ones it cannot run, and on a
 GPU the kernels launch through it with eager's results (and through Triton's with it off)."""
+import os
+import sysconfig
 import types
 
 import pytest
@@ -12,8 +14,10 @@ from braze.codegen.triton import native
 
 triton = pytest.importorskip("triton")
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+HEADERS = os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
 
 
+@pytest.mark.skipif(not HEADERS, reason="no Python headers: Triton's launchers run everything")
 def test_the_extension_source_compiles(tmp_path):
     out = tmp_path / "launch.so"
     native._compile(str(out))
@@ -23,7 +27,7 @@ def test_the_extension_source_compiles(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a CUDA driver")
 def test_without_a_driver_triton_launchers_take_over():
     assert not native.enabled()
-    assert "libcuda" in native._state["error"]
+    assert ("libcuda" if HEADERS else "failed") in native._state["error"]
 
 
 def _kernel(signature: dict, **meta):

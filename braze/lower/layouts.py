@@ -5,8 +5,9 @@ number of leading outputs the user sees, and optionally the real arguments of a 
 call. Gives: the same graph, changed in place when it has 4-D convolutions on a device
 where ``config.channels_last_convs`` wants them channels-last: each convolution's
 image and weight arguments (and ``convolution_backward``'s gradient, image and
-weight) that are not channels-last are cloned into channels-last first, and every
-node's fake value is recomputed, so the convolutions' outputs and the pointwise ops
+weight) that are not channels-last are cloned into channels-last first, and the fake
+values downstream of a clone (or of an argument with other strides) are recomputed,
+in the graph's own fake mode, so the convolutions' outputs and the pointwise ops
 after them (BatchNorm, ReLU, residual adds) carry channels-last strides the way eager
 computes them; braze's kernels then store in that layout. cuDNN runs NHWC
 convolutions without converting on each call (ResNet-50 in bf16 on an H100 spent 1.1 ms

@@ -239,7 +239,7 @@ def _build_and_load() -> None:
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
         _state["module"] = module
-    except Exception as exc:  # Triton's launchers take over; the reason is kept for explain and tests
+    except Exception as exc:  # Triton's launchers take over; the reason stays in _state["error"]
         _state["module"], _state["error"] = None, f"{type(exc).__name__}: {exc}"
 
 

@@ -29,7 +29,7 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=None)
-def _identity(cxx: str) -> str:
+def compiler_identity(cxx: str) -> str:
     """What makes a built library specific to this machine: the compiler binary
     (path, size, mtime: no subprocess on the warm path) and the CPU."""
     path = shutil.which(cxx)
@@ -54,7 +54,7 @@ def flags() -> list:
 
 
 def library_key(source: str) -> str:
-    return cache.key_of(source, " ".join(flags()), config.cxx, _identity(config.cxx))
+    return cache.key_of(source, " ".join(flags()), config.cxx, compiler_identity(config.cxx))
 
 
 def build_library(source: str) -> ctypes.CDLL:

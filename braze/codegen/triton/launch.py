@@ -122,12 +122,13 @@ def make_launchers(specs: list, modules: dict, device, gpu: bool) -> tuple:
     for spec in specs:
         for launch in spec.launches:
             env[launch.ref] = getattr(modules[launch.fn], launch.fn)
-            if gpu and hasattr(launch.compiled, "braze_launch"):
+            if not gpu:
+                continue
+            env[f"{launch.ref}_function"] = launch.compiled.function
+            if hasattr(launch.compiled, "braze_launch"):
                 env["_launch"] = native.launch_function()
-                env[f"{launch.ref}_function"] = launch.compiled.function
-            elif gpu:
+            else:
                 env[f"{launch.ref}_run"] = _launch_flags(launch.compiled)[0]
-                env[f"{launch.ref}_function"] = launch.compiled.function
                 env[f"{launch.ref}_metadata"] = launch.compiled.packed_metadata
     text = "\n\n\n".join(launcher_text(spec, gpu) for spec in specs) + "\n"
     namespace: dict = {}

@@ -12,10 +12,10 @@ Why: Triton builds a C launcher per distinct kernel signature, a C compile of
 about 0.2 s each on the H100's host, half of a typical kernel's compile job
 (measured with ``.device/tritonstages.py``). braze's kernels take pointers
 only, so one launcher serves them all: built once per machine (cached on disk
-by its source, the compiler and the Python ABI), it packs each pointer (a
-tensor's ``data_ptr()`` or an int) and calls ``cuLaunchKernel``. It skips
-Triton's per-pointer ``cuPointerGetAttribute`` check: braze's guards already
-put every tensor on the kernel's device.
+by its source, the compiler's identity as the C++ backend computes it, and the
+Python ABI), it packs each pointer (a tensor's ``data_ptr()`` or an int) and
+calls ``cuLaunchKernel``. It skips Triton's per-pointer ``cuPointerGetAttribute``
+check: braze's guards already put every tensor on the kernel's device.
 
 A kernel is launched here only when it needs nothing more: one CTA per program,
 no cooperative or programmatic launch, no scratch memory, pointer and constexpr
@@ -34,6 +34,7 @@ import sysconfig
 import threading
 
 from braze import config
+from braze.codegen.cpp.build import CompileError, compiler_identity
 from braze.runtime import cache
 
 SOURCE = r"""
@@ -232,7 +233,8 @@ def _launchable(kernel) -> bool:
 
 def _build_and_load() -> None:
     try:
-        key = cache.key_of(NAME, SOURCE, config.cxx, sys.version, sysconfig.get_paths()["include"])
+        include = sysconfig.get_paths()["include"]
+        key = cache.key_of(NAME, SOURCE, compiler_identity(config.cxx), sys.version, include)
         path = cache.lookup(key, ".so") or cache.store(key, ".so", _compile)
         loader = importlib.machinery.ExtensionFileLoader(NAME, path)
         spec = importlib.util.spec_from_file_location(NAME, path, loader=loader)
@@ -251,4 +253,4 @@ def _compile(out: str) -> None:
            f"-I{sysconfig.get_paths()['include']}", "-o", out, "-ldl"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+        raise CompileError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")

@@ -124,7 +124,7 @@ def test_a_new_process_loads_the_graph_and_a_damaged_entry_is_rebuilt(tmp_path):
     assert run_script(cache) == [True]
     entries = [p for p in cache.iterdir() if p.suffix == ".graph"]
     assert len(entries) == 1
-    entries[0].write_bytes(entries[0].read_bytes()[:50])  # truncated: the checksum no longer matches
+    entries[0].write_bytes(entries[0].read_bytes()[:50])  # truncated: its MAC no longer matches
     assert run_script(cache) == [False]
     assert run_script(cache) == [True]
 

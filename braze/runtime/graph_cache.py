@@ -21,7 +21,8 @@ value in it (sizes, strides, dtypes, devices; tensor constants' values are not
 baked into the code, they are read when the graph runs), the real arguments'
 strides, the device (name, capability, device count), the OpenMP thread count
 and PyTorch's deterministic mode. Entries are pickles written through
-``runtime/cache.py`` (checksummed, atomic, in the 0700 directory).
+``runtime/cache.py`` (atomic, in the private directory, authenticated by an
+HMAC checked before they are unpickled: docs/security.md).
 """
 from __future__ import annotations
 

@@ -58,6 +58,8 @@ def library_key(source: str) -> str:
 
 
 def build_library(source: str) -> ctypes.CDLL:
+    """The library of ``source``: the cached one, authenticated just before it is loaded
+    (``cache.lookup``: owner, mode and MAC), or one built now."""
     key = library_key(source)
     path = cache.lookup(key, ".so")
     if path is None:

@@ -27,11 +27,12 @@ from braze.fuse.inline import inline
 from braze.fuse.kernel import foreach_plan, plan_kernel
 from braze.fuse.schedule import schedule
 from braze.ir.expr import clear_intern_table
-from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode
+from braze.ir.graph import ERROR_RECORD, ComputeNode, ExternNode, Graph, InputNode
 from braze.lower import lower
 from braze.lower.core import constant_on
 from braze.lower.layouts import choose_layouts
 from braze.runtime import graph_cache
+from braze.runtime.checks import Checks
 from braze.runtime.wrapper import Step, environment, generate
 
 _graph_ids = itertools.count()
@@ -79,6 +80,7 @@ class CompiledGraph:
     restrided: bool = False  # an output saved for the backward has strides eager would not give it
     cache_key: str = ""  # its key in the graph cache ("" when not cached)
     rebuild: object = None  # () -> the IR, for a graph loaded from the graph cache
+    checks: list = dataclasses.field(default_factory=list)  # CheckSite per run-time check
 
     @property
     def fx_code(self) -> str:
@@ -163,7 +165,8 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     constants = [(f"{n.name}_value", n.origins[0], n.constant) for n in graph.nodes
                  if isinstance(n, InputNode) and n.constant is not None]
     wrapper = generate(graph, steps, _private_outputs(graph, kind, visible))
-    run = _load_wrapper(name, wrapper, graph.device, {**built.objects, **{g: c for g, _, c in constants}})
+    run = _load_wrapper(name, wrapper, graph.device, {**built.objects, **{g: c for g, _, c in constants}},
+                        graph.checks)
     timings["wrapper"] = _lap(t)
     report = dict(
         decisions=decisions, fusion_log=sched.log,
@@ -172,7 +175,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
         mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and not n.is_scatter for n in graph.nodes),
-        host_traffic=_host_traffic(graph))
+        host_traffic=_host_traffic(graph), checks=list(graph.checks))
     compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
                              fx=gm, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)
     entry = None
@@ -190,7 +193,7 @@ def _from_entry(name: str, kind: str, gm, entry, timings: dict, constants: dict 
     objects = entry.recipe.load(device)
     objects.update({g: constant_on(constants[attr] if constants is not None else getattr(gm, attr), device)
                     for g, attr in entry.constants})
-    run = _load_wrapper(name, entry.wrapper, device, objects)
+    run = _load_wrapper(name, entry.wrapper, device, objects, entry.report.get("checks", []))
     timings["load"] = _lap(t)
     report = dict(entry.report)
     report["kernels"] = [dataclasses.replace(k, graph=name) for k in report["kernels"]]
@@ -225,8 +228,9 @@ def _private_outputs(graph: Graph, kind: str, visible) -> frozenset:
     return frozenset()
 
 
-def _load_wrapper(name: str, text: str, device, objects: dict):
+def _load_wrapper(name: str, text: str, device, objects: dict, checks: list):
     namespace: dict = {}
+    objects = {**objects, **Checks(checks, device).names()}
     exec(compile(text, f"<braze {name}>", "exec"), environment(device, objects), namespace)
     return namespace["call"]
 
@@ -261,7 +265,7 @@ def _steps(graph: Graph, sched, foreach: bool) -> tuple:
             continue
         plan = plan_kernel(graph, group.nodes, f"kernel{len(plans)}", escaping)
         plans.append(plan)
-        steps.append(Step("kernel", plan.name, plan.reads, plan.writes))
+        steps.append(_kernel_step(plan))
     return _bundle(steps, plans) if foreach and config.foreach else (steps, plans)
 
 
@@ -286,8 +290,14 @@ def _bundle(steps: list, plans: list) -> tuple:
         plan = parts[0] if len(parts) == 1 else foreach_plan(name, parts)
         plan.name = name
         out_plans.append(plan)
-        out_steps.append(Step("kernel", name, plan.reads, plan.writes))
+        out_steps.append(_kernel_step(plan))
     return out_steps, out_plans
+
+
+def _kernel_step(plan) -> Step:
+    """The wrapper's step for a kernel; the error record it may write is the graph's own."""
+    writes = [b for b in plan.writes if b != ERROR_RECORD]
+    return Step("kernel", plan.name, plan.reads, writes, checked=len(writes) < len(plan.writes))
 
 
 def _joins(run: list, plan, by_name: dict) -> bool:
@@ -296,6 +306,6 @@ def _joins(run: list, plan, by_name: dict) -> bool:
     members = [by_name[s.name] for s in run]
     if any(m.reduce or m.scatters for m in members):
         return False
-    written = {b for m in members for b in m.writes}
+    written = {b for m in members for b in m.writes} - {ERROR_RECORD}
     read = {b for m in members for b in m.reads}
-    return not (written & set(plan.reads)) and not (set(plan.writes) & (read | written))
+    return not (written & set(plan.reads)) and not ((set(plan.writes) - {ERROR_RECORD}) & (read | written))

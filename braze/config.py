@@ -66,6 +66,10 @@ KNOBS = (
     # errors and reporting
     Knob("strict", "BRAZE_STRICT", False, _flag,
          "raise on a graph braze cannot compile (naming op, shapes, dtypes) instead of running it eagerly"),
+    Knob("runtime_checks", "BRAZE_RUNTIME_CHECKS", True, _flag,
+         "raise as eager raises for an index out of range (gather, index, index_select, embedding, "
+         "scatters, index_put) and an integer division by zero on the CPU; off is unsafe: such an "
+         "index reads or writes a clamped position and a division by zero gives 0, silently"),
     Knob("debug", "BRAZE_DEBUG", 0, int,
          "0 quiet; 1 one line per graph; 2 + kernels and fusion decisions; 3 + generated code"),
     Knob("debug_dir", "BRAZE_DEBUG_DIR", "", str,

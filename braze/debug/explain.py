@@ -69,6 +69,10 @@ class Report:
                 lines.append(f"  {'extern':10} {'aten':8} {'':10} {e}")
             for f in g.fallbacks:
                 lines.append(f"  {'fallback':10} {'aten':8} {'':10} {f}")
+            for k, site in enumerate(getattr(g, "checks", [])):
+                what = "divisor != 0" if site.kind == "divisor" else \
+                    f"index into dim {site.dim} of {list(site.shape)}, size {site.size}"
+                lines.append(f"  check {k}: {site.op}: {what} (raises {site.exception})")
             refused = [r for r in g.fusion_log if not r.fused and r.reason is not Reason.SAME_KERNEL]
             for r in refused[:8]:
                 lines.append(f"  not fused: {r.first} + {r.second}: {r.reason.value}"

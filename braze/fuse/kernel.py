@@ -16,10 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import torch
+
 from braze.fuse.legality import COLUMN, INNER, REDUCTION, Nest, assign_levels, build_nest, write_index
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, free_vars, rewrite, store_cast, substitute, var, walk
-from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars
+from braze.ir.graph import (ERROR_RECORD, ERROR_RECORD_SIZE, ComputeNode, Graph, ReduceOp, out_vars,
+                            reduce_vars)
 
 
 @dataclass
@@ -342,3 +345,6 @@ def _collect_buffers(plan: KernelPlan, graph: Graph) -> None:
     for name in plan.reads + plan.writes:
         plan.dtypes[name] = graph.dtype_of(name)
         plan.extents[name] = graph.layout_of(name).storage_numel()
+    if any(e.op is Op.CHECK for e in walk(plan.expressions())):
+        plan.writes.append(ERROR_RECORD)  # written only when a check fails
+        plan.dtypes[ERROR_RECORD], plan.extents[ERROR_RECORD] = torch.int64, ERROR_RECORD_SIZE

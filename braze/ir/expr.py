@@ -121,6 +121,13 @@ class Op(enum.Enum):
     # "randn" (standard normal, words pair offset % 2 of counter offset // 2), key = seed
     # (``random``)
     RANDOM = "random"
+    # a value checked where eager raises: args (value,); arg (kind, site, size). Kind "index":
+    # a loaded index into a dimension of ``size``, ``value`` in [-size, size) gives it wrapped
+    # into [0, size), anything else reports ``site`` and gives 0; kind "position": the same
+    # with no negative index allowed (gather, scatter, index_select). Kind "divisor": an
+    # integer divisor, given unchanged, reporting ``site`` when 0. The report goes to the
+    # kernel's error record (``checked``)
+    CHECK = "check"
 
 
 ROUNDED = "rounded"  # the arg of a product kept out of fused multiply-adds (``rounded_mul``)
@@ -133,7 +140,8 @@ BINARY = frozenset({
     Op.AND, Op.OR, Op.XOR, Op.LSHIFT, Op.RSHIFT,
 }) | COMPARISONS
 LEAVES = frozenset({Op.CONST, Op.VAR, Op.LOAD, Op.VALUE})
-UNARY = frozenset(op for op in Op if op not in BINARY | LEAVES | {Op.WHERE, Op.SCATTER, Op.SCAN, Op.RANDOM})
+UNARY = frozenset(op for op in Op
+                  if op not in BINARY | LEAVES | {Op.WHERE, Op.SCATTER, Op.SCAN, Op.RANDOM, Op.CHECK})
 # Ops whose cost in a loop body is well above one instruction: the inliner and the
 # fusion cost model weigh them.
 EXPENSIVE = frozenset({
@@ -341,6 +349,18 @@ def random(seed: Expr, offset: Expr, kind: str) -> Expr:
     return Expr(Op.RANDOM, torch.int64 if kind == "bits" else torch.float32, (seed, offset), kind)
 
 
+def checked(value: Expr, kind: str, site: int, size: int = 0) -> Expr:
+    """``value`` checked at run time (``Op.CHECK``): ``kind`` "index" (an index into a
+    dimension of ``size``, negative values wrapped; the result has dtype ``INDEX``),
+    "position" (the same, negative values refused) or "divisor" (an integer divisor that must
+    not be 0). ``site``: the graph's record of what to raise (``braze.ir.graph.CheckSite``)."""
+    if kind in ("index", "position"):
+        return Expr(Op.CHECK, dtypes.INDEX, (value,), (kind, int(site), int(size)))
+    if kind == "divisor":
+        return Expr(Op.CHECK, value.dtype, (value,), (kind, int(site), 0))
+    raise TypeError(f"braze IR: check kind {kind!r} is not 'index', 'position' or 'divisor'")
+
+
 def where(cond: Expr, a: Expr, b: Expr) -> Expr:
     if a.dtype != b.dtype:
         raise TypeError(f"braze IR: where needs equal branch dtypes, got {a.dtype} and {b.dtype}")
@@ -469,7 +489,7 @@ def rebuild(node: Expr, args: tuple) -> Expr:
             return simplify.where(*args)
         return where(*args)
     if node.dtype is dtypes.INDEX or (node.op in COMPARISONS and args[0].dtype is dtypes.INDEX):
-        return simplify.build(node.op, args)
+        return simplify.build(node.op, args, node.arg)
     return Expr(node.op, node.dtype, args, node.arg)
 
 
@@ -509,9 +529,16 @@ def _format(e: Expr) -> str:
         return f"{e.arg}[{', '.join(to_text(a) for a in args)}]"
     if op is Op.CAST:
         return f"{dtypes.short(e.dtype)}({to_text(args[0])})"
+    if op is Op.CHECK:
+        return _check_text(e, to_text(args[0]))
     if op in _INFIX and e.arg != ROUNDED:
         return f"({to_text(args[0])} {_INFIX[op]} {to_text(args[1])})"
     return f"{_name(e)}({', '.join(to_text(a) for a in args)})"
+
+
+def _check_text(e: Expr, value: str) -> str:
+    kind, site, size = e.arg
+    return f"check_{kind}({value}{f', {size}' if kind != 'divisor' else ''}; site {site})"
 
 
 def format_body(root: Expr, name: str = "out") -> list[str]:
@@ -553,6 +580,8 @@ def _format_with(e: Expr, shown: dict) -> str:
         return f"{e.arg}[{', '.join(args)}]"
     if op is Op.CAST:
         return f"{dtypes.short(e.dtype)}({args[0]})"
+    if op is Op.CHECK:
+        return _check_text(e, args[0])
     if op in _INFIX and e.arg != ROUNDED:
         return f"({args[0]} {_INFIX[op]} {args[1]})"
     return f"{_name(e)}({', '.join(args)})"

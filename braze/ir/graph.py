@@ -224,6 +224,27 @@ class OutputSpec:
     device: Any = None  # eager's device where it is not the graph's (a CPU result of a CUDA graph)
 
 
+# The buffer a kernel with run-time checks (``Op.CHECK``) reports to: int64 [site + 1, the
+# offending value], 0 while no check has failed; a kernel parameter like any buffer, but
+# owned by the compiled graph (``braze.runtime.checks``), not by its schedule.
+ERROR_RECORD = "b_errors"
+ERROR_RECORD_SIZE = 2
+
+
+@dataclass(frozen=True)
+class CheckSite:
+    """What a run-time check (``Op.CHECK``) raises when it fails, as eager raises it: the
+    exception's type name, the user's op, and for an index the dimension, its size and the
+    indexed tensor's shape."""
+    kind: str  # "index" or "divisor"
+    op: str  # the user's ATen op (before decompositions)
+    exception: str  # "IndexError", "RuntimeError"
+    dim: int = 0
+    size: int = 0
+    shape: tuple = ()
+    message: str = ""  # eager's own wording where it names no index ("index out of range in self")
+
+
 @dataclass(eq=False)
 class Graph:
     nodes: list = field(default_factory=list)
@@ -231,6 +252,7 @@ class Graph:
     outputs: list = field(default_factory=list)  # OutputSpec per graph output
     device: torch.device = torch.device("cpu")
     padded_outputs: list = field(default_factory=list)  # output indices with padded matmul rows
+    checks: list = field(default_factory=list)  # CheckSite per run-time check site (``Op.CHECK``)
 
     def __post_init__(self):
         self.by_name: dict = {}

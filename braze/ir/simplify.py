@@ -278,8 +278,8 @@ def where(cond: Expr, a, b) -> Expr:
     return Expr(Op.WHERE, INDEX, (cond, a, b))
 
 
-def build(op: Op, args: tuple) -> Expr:
-    """Rebuild an index node of kind ``op`` from new children."""
+def build(op: Op, args: tuple, arg=None) -> Expr:
+    """Rebuild an index node of kind ``op`` (payload ``arg``) from new children."""
     if op is Op.ADD:
         return add(*args)
     if op is Op.SUB:
@@ -298,7 +298,7 @@ def build(op: Op, args: tuple) -> Expr:
         return neg(args[0])
     if op in COMPARISONS:
         return compare(op, *args)
-    return Expr(op, INDEX, args)
+    return Expr(op, INDEX, args, arg)
 
 
 # ----------------------------------------------------------------------------- bounds
@@ -344,6 +344,10 @@ def _bounds(e: Expr) -> tuple:
         if a >= 0 and b < d:
             return (a, b)
         return (0, d - 1)
+    if op is Op.CHECK and e.arg[0] != "divisor":
+        return (0, max(e.arg[2] - 1, 0))
+    if op is Op.CHECK:
+        return bounds(e.args[0])
     if op is Op.WHERE:
         (a, b), (c, d) = bounds(e.args[1]), bounds(e.args[2])
         return (min(a, c), max(b, d))

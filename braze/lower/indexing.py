@@ -8,6 +8,12 @@ between inputs with ``where`` (cat, pad, scatters) or load at indices read from
 another tensor. A load in a branch that is not taken may see an out-of-range
 index; code generators clamp every index they cannot prove in range, so such
 loads stay inside their buffer.
+
+A loaded index is checked where it is used (``index_from``: ``Op.CHECK``): one outside
+``[-size, size)`` makes the kernel report it, and the wrapper raises eager's exception
+(``CheckSite``: its type and wording come from the user's op before decompositions). An
+index the kernels never read (an element of a gather that only a slice of its result
+needs) is not checked. ``config.runtime_checks`` off: indices are only wrapped (unsafe).
 """
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ import torch
 
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir.expr import Op, binary, cast, const, index, where
+from braze import config
+from braze.ir.expr import Op, binary, cast, checked, const, index, where
 from braze.ir.graph import out_vars
+from braze.lower.checks import check_site, trusted, wraps_negative
 from braze.lower.core import TensorValue, Unsupported, register
 from braze.lower.pointwise import broadcast_sizes, expand_to, finish
 from braze.lower.views import norm_dim, slice_bounds
@@ -206,10 +214,16 @@ def _diagonal_scatter(ctx, base, src, offset=0, dim1=0, dim2=1):
 
 # ----------------------------------------------------------------------------- indirect
 
-def index_from(value, size: int):
-    """A loaded index value as an index expression, negative values wrapped."""
+def index_from(ctx, value, size: int, dim: int = 0, shape=()):
+    """A loaded index value as an index expression into dimension ``dim`` (of ``size``) of a
+    tensor of ``shape``: negative values wrapped, and checked unless ``config.runtime_checks``
+    is off or its range is known to be valid."""
     i = cast(value, dtypes.INDEX)
-    return S.where(S.compare(Op.LT, i, 0), S.add(i, size), i)
+    lo, hi = S.bounds(i)
+    if not config.runtime_checks or trusted(ctx) or (0 <= lo and hi < size):
+        return S.where(S.compare(Op.LT, i, 0), S.add(i, size), i)
+    kind = "index" if wraps_negative(ctx) else "position"
+    return checked(i, kind, check_site(ctx, "index", dim, size, shape), size)
 
 
 @register(aten.gather.default)
@@ -220,7 +234,7 @@ def _gather(ctx, x, dim, idx, sparse_grad=False):
     dim = norm_dim(dim, x.ndim)
     vs = out_vars(sizes)
     positions = list(vs) + [index(0)] * (x.ndim - len(vs))
-    positions[dim] = index_from(idx.at(vs), x.sizes[dim])
+    positions[dim] = index_from(ctx, idx.at(vs), x.sizes[dim], dim, x.sizes)
     return ctx.compute(dtype, sizes, x.at(positions[:x.ndim]))
 
 
@@ -231,11 +245,11 @@ def _index_select(ctx, x, dim, idx):
     vs = out_vars(sizes)
     positions = list(vs)
     if x.ndim:
-        positions[dim] = index_from(idx.at([vs[dim]] if idx.ndim else []), x.sizes[dim])
+        positions[dim] = index_from(ctx, idx.at([vs[dim]] if idx.ndim else []), x.sizes[dim], dim, x.sizes)
     return ctx.compute(dtype, sizes, x.at(positions))
 
 
-def advanced_index(x: TensorValue, indices) -> tuple:
+def advanced_index(ctx, x: TensorValue, indices) -> tuple:
     """``x[indices]`` (tensors or None per leading dimension): the result's sizes and the
     position in ``x`` of the result's element at ``out_vars(sizes)``. The broadcast index
     dimensions stand where the indexed dimensions were if those are adjacent, else first."""
@@ -255,7 +269,7 @@ def advanced_index(x: TensorValue, indices) -> tuple:
         if k in indexed:
             t = indices[k]
             broadcast = TensorValue(t.dtype, bsizes, expand_to(t, bsizes))
-            positions.append(index_from(broadcast.at(bvars), x.sizes[k]))
+            positions.append(index_from(ctx, broadcast.at(bvars), x.sizes[k], k, x.sizes))
         else:
             positions.append(next(rest))
     return sizes, positions
@@ -264,6 +278,6 @@ def advanced_index(x: TensorValue, indices) -> tuple:
 @register(aten.index.Tensor)
 def _index(ctx, x, indices):
     dtype, sizes = _out(ctx)
-    found, positions = advanced_index(x, indices)
+    found, positions = advanced_index(ctx, x, indices)
     assert found == sizes, (found, sizes)
     return ctx.compute(dtype, sizes, x.at(positions))

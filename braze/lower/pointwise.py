@@ -15,9 +15,11 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
+from braze import config
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, rounded_mul, unary, where
+from braze.ir.expr import Expr, Op, binary, cast, checked, const, cuda_rsqrt, index, rounded_mul, unary, where
 from braze.ir.graph import out_vars
+from braze.lower.checks import check_site
 from braze.lower.core import TensorValue, Unsupported, is_host_scalar, register
 
 aten = torch.ops.aten
@@ -324,7 +326,7 @@ def _div_mode(ctx, a, b, rounding_mode=None):
     if rounding_mode == "trunc":
         if _reciprocal_divisor(ctx, a, b):
             return pointwise(ctx, lambda x, y: unary(Op.TRUNC, _times_reciprocal(x, y)), a, b)
-        return pointwise(ctx, lambda x, y: binary(Op.TRUNCDIV, x, y), a, b)
+        return pointwise(ctx, lambda x, y: binary(Op.TRUNCDIV, x, divisor(ctx, y)), a, b)
     return _floor_divide(ctx, a, b)
 
 
@@ -332,7 +334,17 @@ def _div_mode(ctx, a, b, rounding_mode=None):
 def _floor_divide(ctx, a, b):
     if not isinstance(b, TensorValue) and _reciprocal_divisor(ctx, a, b):
         return pointwise(ctx, _floordiv_by_reciprocal, a, b)
-    return pointwise(ctx, lambda x, y: binary(Op.FLOORDIV, x, y), a, b)
+    return pointwise(ctx, lambda x, y: binary(Op.FLOORDIV, x, divisor(ctx, y)), a, b)
+
+
+def divisor(ctx, y: Expr) -> Expr:
+    """An integer divisor checked where eager checks it: on the CPU a zero raises
+    ``ZeroDivisionError`` (on CUDA eager gives a value, so does braze)."""
+    out = ctx.out
+    if not config.runtime_checks or y.dtype not in dtypes.INTEGERS or \
+            not isinstance(out, torch.Tensor) or out.device.type != "cpu" or (y.op is Op.CONST and y.arg != 0):
+        return y
+    return checked(y, "divisor", check_site(ctx, "divisor"))
 
 
 def _reciprocal_divisor(ctx, a, b) -> bool:
@@ -382,12 +394,12 @@ def _floordiv_by_reciprocal(x: Expr, b: Expr) -> Expr:
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
 def _remainder(ctx, a, b):
-    return pointwise(ctx, lambda x, y: binary(Op.MOD, x, y), a, b)
+    return pointwise(ctx, lambda x, y: binary(Op.MOD, x, divisor(ctx, y)), a, b)
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar)
 def _fmod(ctx, a, b):
-    return pointwise(ctx, lambda x, y: binary(Op.FMOD, x, y), a, b)
+    return pointwise(ctx, lambda x, y: binary(Op.FMOD, x, divisor(ctx, y)), a, b)
 
 
 SIMPLE_BINARY = {

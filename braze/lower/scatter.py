@@ -12,9 +12,10 @@ fuses with no other kernel. C++ runs it in one thread, in index order (so sums a
 deterministic, as eager's CPU ones); Triton adds with atomics, which exist for 32-
 and 64-bit types only, so other accumulating dtypes (bf16) run through ATen there.
 
-Indices are clamped into the target's dimensions here (so code generators need
-not clamp stores; loads they clamp themselves): an out-of-range index, which eager
-rejects with an error, writes inside the buffer instead (not checked).
+Indices are checked as eager checks them (``indexing.index_from``): an out-of-range one
+is reported and written nowhere outside the target. With the checks off
+(``config.runtime_checks``) they are clamped into the target's dimensions here, so code
+generators need not clamp stores.
 
 One special case fuses instead: a ``scatter`` of one element per slice along
 ``dim`` (the one-hot target of a cross-entropy backward) is ``where(position ==
@@ -99,7 +100,7 @@ def _scatter_along(ctx, base, dim, idx, src, accumulate: bool) -> TensorValue:
     if base.ndim:
         dim = norm_dim(dim, base.ndim)
         positions = list(vs) if idx.ndim else [index(0)]
-        positions[dim] = index_from(_at(idx, vs), base.sizes[dim])
+        positions[dim] = index_from(ctx, _at(idx, vs), base.sizes[dim], dim, base.sizes)
     acc = dtypes.compute_dtype(base.dtype)
     value = _at(src, vs) if isinstance(src, TensorValue) else const(src, acc)
     return scatter_into(ctx, base, sizes, value, positions, accumulate)
@@ -124,7 +125,7 @@ def _one_hot(ctx, base, dim: int, idx, src) -> TensorValue:
     first[dim] = index(0)
     acc = dtypes.compute_dtype(dtype)
     value = src.at(first) if isinstance(src, TensorValue) else const(src, acc)
-    hit = S.compare(Op.EQ, vs[dim], index_from(idx.at(first), sizes[dim]))
+    hit = S.compare(Op.EQ, vs[dim], index_from(ctx, idx.at(first), sizes[dim], dim, sizes))
     return finish(ctx, where(hit, cast(value, acc), cast(base.expr, acc)), dtype, sizes)
 
 
@@ -150,7 +151,7 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     of ``x[indices]``."""
     if not any(t is not None for t in indices):
         raise Unsupported("index_put without index tensors")
-    sizes, positions = advanced_index(x, indices)
+    sizes, positions = advanced_index(ctx, x, indices)
     lead = values.ndim - len(sizes)
     if lead > 0:
         if any(s != 1 for s in values.sizes[:lead]):
@@ -174,7 +175,7 @@ def _index_add(ctx, x, indices, values):
         raise Unsupported("index_put with broadcast values")
     rows = math.prod(idx.sizes)
     flat = reshape(idx, (rows,))
-    wrapped = ctx.compute(torch.int64, (rows,), cast(index_from(flat.expr, x.sizes[0]), torch.int64))
+    wrapped = ctx.compute(torch.int64, (rows,), cast(index_from(ctx, flat.expr, x.sizes[0], 0, x.sizes), torch.int64))
     return ctx.extern(aten.index_add.default, (x, 0, wrapped, reshape(values, (rows,) + tuple(x.sizes[1:]))), {})
 
 

@@ -5,7 +5,8 @@ Takes: a ``CompiledGraph``, the FX graph it was compiled from, its kind, and a
 boxed callable. Its first call runs the compiled graph; when that raises (a
 kernel that fails at launch: out of shared memory, an interpreter error, a bad
 extern call), the inputs the graph mutates are restored, the graph reruns
-eagerly, the failure is reported, and every later call runs eagerly. Under
+eagerly, the failure is reported, and every later call runs eagerly; an error of the
+program that a run-time check found (``checks.CheckFailed``) propagates as it is. Under
 ``config.strict`` (read when the graph is compiled) it raises ``BrazeError``
 naming the failing kernel or op instead, chaining the original error.
 
@@ -30,6 +31,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 from braze import config
 from braze.compiler import BrazeError
+from braze.runtime.checks import CheckFailed
 
 
 def guarded(compiled, gm: torch.fx.GraphModule, kind: str, report):
@@ -56,6 +58,9 @@ def _first_run(compiled, gm, kind: str, strict: bool, report, args) -> tuple:
     saved = _snapshot(args, mutated_inputs(gm))
     try:
         return compiled.run(list(args)), compiled.run  # a copy: the run may clear its list
+    except CheckFailed:
+        _restore(args, saved)
+        raise
     except Exception as exc:
         _restore(args, saved)
         message = f"{failing_step(compiled, exc)} failed at its first run: {type(exc).__name__}: {exc}"

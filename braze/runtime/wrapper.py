@@ -40,6 +40,7 @@ class Step:
     launch: str = ""  # kernel: the call text, with {buffer} placeholders
     node: ExternNode | None = None
     skip: bool = False  # empty iteration space
+    checked: bool = False  # a kernel with run-time checks: its error record is read after it (CPU)
 
 
 def generate(graph: Graph, steps: list, private_outputs: frozenset = frozenset()) -> str:
@@ -86,6 +87,8 @@ class _Writer:
             if step.kind == "kernel":
                 if not step.skip:
                     self.lines.append("    " + step.launch)
+                if step.checked and not step.skip and self.device.type == "cpu":
+                    self.lines.append("    if _error_flag[0]: _checks.fail()")
             else:
                 self._extern(step)
             self._release(k)

@@ -7,7 +7,8 @@ subexpressions are computed once) and returns the C expression of the root.
 
 Loads whose position is not provably inside the buffer (``braze.ir.simplify``
 bounds) are clamped, so a load in a ``where`` branch that is not taken (cat,
-pad) never leaves its buffer.
+pad) never leaves its buffer. A run-time check (``Op.CHECK``) calls the prelude's
+``b_check_index`` or ``b_check_divisor``, which report to the kernel's error record.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import torch
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import COMPARISONS, Expr, Op
+from braze.ir.graph import ERROR_RECORD
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.float16: "f16_t", torch.bfloat16: "bf16_t",
@@ -126,6 +128,8 @@ class CPrinter:
             return self._temp(e.dtype, f"({args[0]} ? {args[1]} : {args[2]})")
         if op is Op.RANDOM:
             return self._temp(e.dtype, f"b_{e.arg}({args[0]}, {args[1]})")
+        if op is Op.CHECK:
+            return self._temp(e.dtype, checked_text(e, args[0]))
         if e.dtype is dtypes.INDEX or (op in COMPARISONS and e.args[0].dtype is dtypes.INDEX):
             return self._temp(e.dtype, self._index_op(e, args))
         return self._temp(e.dtype, value_op(op, e.args[0].dtype, args, e.dtype))
@@ -155,6 +159,14 @@ class CPrinter:
         if op is Op.NEG:
             return f"(-{args[0]})"
         raise NotImplementedError(f"index op {op}")
+
+
+def checked_text(e: Expr, value: str) -> str:
+    """A run-time check (``Op.CHECK``), reporting to the kernel's error record."""
+    kind, site, size = e.arg
+    if kind != "divisor":
+        return f"b_check_{kind}({value}, {size}, {site}, {ERROR_RECORD})"
+    return f"b_check_divisor<{ctype(e.dtype)}>({value}, {site}, {ERROR_RECORD})"
 
 
 def convert(text: str, source, target) -> str:

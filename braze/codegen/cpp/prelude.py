@@ -2,10 +2,10 @@
 
 Takes: the kernels' source. Gives: ``prelude(source)``, helper functions whose numerics follow
 eager PyTorch: NaN-propagating max/min, Python-style floor division and modulo,
-integer division that never traps (a zero divisor gives 0), shifts defined for
+integer division that never traps (a zero divisor gives 0), the run-time checks' report, shifts defined for
 every count, bf16 rounding to nearest even, and ``omp declare simd`` lines that
 let GCC call glibc's vector math (libmvec) inside SIMD loops, and an exact
-vector fmod of floats (AVX2) and the non-temporal stores of ``streams`` in the
+vector fmod of floats (AVX2 and AVX-512) and the non-temporal stores of ``streams`` in the
 translation units that call them.
 """
 
@@ -116,6 +116,28 @@ template <typename T> BRAZE_INLINE T i_shr(T a, T b) {
 BRAZE_INLINE int64_t idx_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 BRAZE_INLINE int64_t idx_mod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 BRAZE_INLINE int64_t idx_clamp(int64_t a, int64_t hi) { return a < 0 ? 0 : (a > hi ? hi : a); }
+// Run-time checks (IR op CHECK): the first failure to arrive records its site + 1 and the
+// offending value in the kernel's error record, which the wrapper reads after the call; the
+// kernel goes on with a harmless value (index 0; the divisor itself: a zero one gives 0).
+__attribute__((noinline, cold)) static void b_report(int64_t* record, int64_t site, int64_t value) {
+  int64_t none = 0;
+  if (__atomic_compare_exchange_n(record, &none, site + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    record[1] = value;
+}
+BRAZE_INLINE int64_t b_check_index(int64_t i, int64_t size, int64_t site, int64_t* record) {
+  if (__builtin_expect(i >= -size && i < size, 1)) return i < 0 ? i + size : i;
+  b_report(record, site, i);
+  return 0;
+}
+BRAZE_INLINE int64_t b_check_position(int64_t i, int64_t size, int64_t site, int64_t* record) {
+  if (__builtin_expect((uint64_t)i < (uint64_t)size, 1)) return i;
+  b_report(record, site, i);
+  return 0;
+}
+template <typename T> BRAZE_INLINE T b_check_divisor(T b, int64_t site, int64_t* record) {
+  if (__builtin_expect(b == 0, 0)) b_report(record, site, 0);
+  return b;
+}
 
 static double b_erfinv(double y) {
   if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
@@ -291,6 +313,12 @@ extern "C" __attribute__((visibility("hidden"))) b_v8f _ZGVdN8vv_b_fmodf_scalar(
     for (int i = 0; i < 8; i++) if (uncovered >> i & 1) r[i] = b_fmodf_exact(a[i], b[i]);
   return r;
 }
+#if defined(__AVX512F__)
+// With AVX-512 GCC calls the 'e' variant (8 floats are still one 256-bit register in that ABI):
+// the same function under that name. Only the variant of the best ISA enabled is ever called.
+extern "C" __attribute__((visibility("hidden"), alias("_ZGVdN8vv_b_fmodf_scalar")))
+b_v8f _ZGVeN8vv_b_fmodf_scalar(b_v8f a, b_v8f b);
+#endif
 BRAZE_INLINE float b_fmodf(float a, float b) { return fmodf(a, b); }
 #else
 """ + _SCALAR_FMOD + "#endif\n"

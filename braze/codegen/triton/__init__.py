@@ -176,9 +176,11 @@ def _submit(compiler, module, launch: Launch) -> None:
 
 
 def _options(launch: Launch) -> dict:
-    """Triton's compile options: the warps, and whether libdevice flushes subnormals
-    (``config.libdevice_ftz``; Triton flushes by default, eager's CUDA kernels do not)."""
-    return {"num_warps": launch.num_warps, "enable_reflect_ftz": config.libdevice_ftz}
+    """Triton's compile options: the warps, whether libdevice flushes subnormals
+    (``config.libdevice_ftz``; Triton flushes by default, eager's CUDA kernels do not), and for
+    a kernel with run-time checks its device assertions on (Triton's overflow checks off)."""
+    options = {"num_warps": launch.num_warps, "enable_reflect_ftz": config.libdevice_ftz}
+    return {**options, "debug": True, "sanitize_overflow": False} if launch.debug else options
 
 
 def _realize(specs: list, modules: dict, device, compiler) -> tuple:
@@ -233,6 +235,7 @@ def _launches(unit: Unit, shape) -> list:
                                shape.finish["grid"]))
     for launch in launches:
         launch.module_key, launch.signature = unit.key, _signature(unit, launch)
+        launch.debug = "tl.device_assert" in unit.text
     return launches
 
 

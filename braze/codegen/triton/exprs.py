@@ -30,6 +30,7 @@ import torch
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import APPROX, COMPARISONS, ROUNDED, Expr, Op, walk
+from braze.ir.graph import ERROR_RECORD
 
 TL_TYPES = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -183,6 +184,8 @@ class Printer:
         axes = frozenset().union(*(a.axes for a in args))
         if op is Op.LOAD:
             return self._load(e, args[0])
+        if op is Op.CHECK:
+            return self._check(e, axes)
         if e.dtype is dtypes.INDEX or (op in COMPARISONS and e.args[0].dtype is dtypes.INDEX):
             return self._index(e, args, axes)
         args = [Term(f"({a.text})", a.axes, a.literal) if a.precedence < 3 else a for a in args]
@@ -219,6 +222,31 @@ class Printer:
         if clamp or pos.precedence < 3:
             text = f"({text})"
         return self.temp(f"tl.load({self.k.params[e.arg]} + {text}{mask_text})", axes)
+
+    def _check(self, e: Expr, axes) -> Term:
+        """A run-time check (``Op.CHECK``) of the value before its cast to the index type (an
+        int64 index must not wrap into range): a device assertion (compiled where the kernel
+        has one: ``launch.Launch.debug``) and, for the interpreter, a report to the error
+        record in the lanes that fail; the result is 0 there."""
+        kind, site, size = e.arg
+        raw = e.args[0].args[0] if e.args[0].op is Op.CAST and kind != "divisor" else e.args[0]
+        term = self._printed(raw)
+        value = self.tensor(term, raw.dtype) if term.literal else term.text
+        bad = {"divisor": f"{value} == 0", "position": f"({value} < 0) | ({value} >= {size})",
+               "index": f"({value} < -{size}) | ({value} >= {size})"}[kind]
+        bad = self.temp(bad, axes).text
+        lanes = self.k.mask_for(axes)
+        fail = f"{bad} & {lanes}" if lanes else bad
+        what = "integer division by zero" if kind == "divisor" else f"index out of bounds: 0 <= index < {size}"
+        record = self.k.params[ERROR_RECORD]
+        self.lines += [f'{self.indent}tl.device_assert(~({fail}), "braze check {site}: {what}")',
+                       f"{self.indent}tl.store({record} + {bad}.to(tl.int32) * 0, {site + 1}, mask={fail})",
+                       f"{self.indent}tl.store({record} + 1 + {bad}.to(tl.int32) * 0, {value}, mask={fail})"]
+        if kind == "divisor":
+            return Term(value, axes)
+        wrapped = f"tl.where({value} < 0, {value} + {size}, {value})" if kind == "index" else value
+        index_type = self.k.index_type
+        return self.temp(f"tl.where({bad}, 0, {wrapped}).to({index_type})", axes)
 
     def _conjunction(self, path: list) -> tuple:
         """(text, axes) of the conditions of the where-branches along one path."""

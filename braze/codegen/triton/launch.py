@@ -41,6 +41,7 @@ class Launch:
     alias: str = ""  # the name its objects get in the launchers' namespace (default: fn)
     module_key: str = ""  # the cache key of the module defining ``fn``
     signature: dict = field(default_factory=dict)  # Triton's signature (pointer types, constexprs)
+    debug: bool = False  # the kernel asserts on the device (run-time checks): compiled with them
 
     @property
     def ref(self) -> str:

@@ -314,12 +314,17 @@ class Lowerer:
         return None
 
     def pin(self, name: str, reason: str, layout: Layout | None = None) -> Layout:
-        """Force a compute node to be stored, fixing its layout now."""
+        """Force a compute node to be stored, fixing its layout now. ``layout`` gives
+        strides only: a buffer braze allocates starts at its storage's start (offset 0).
+        Eager's storage offset (an output that is ``select(view_as_real(t), -1, 1)``
+        sits at offset 1 of ``t``) says where a view lay in its base; a fresh buffer
+        given it would have its element stored past its end (the wrapper allocates
+        ``sizes``/``strides`` and returns the buffer itself)."""
         node = self.graph.producer(name)
         if isinstance(node, ComputeNode):
             if node.layout is None:
-                node.layout = layout if layout is not None and layout.is_dense() else (
-                    node.preferred or Layout.contiguous(node.sizes))
+                node.layout = Layout(layout.sizes, layout.strides, 0) if layout is not None and layout.is_dense() \
+                    else (node.preferred or Layout.contiguous(node.sizes))
             node.pinned = node.pinned or reason
             return node.layout
         return self.graph.layout_of(name)

@@ -14,6 +14,22 @@ outputs the user never holds), so that memory freed by one call is not faulted i
 again by the next. ATen results are checked against the strides braze compiled for
 and copied when ATen chose others.
 
+Aliasing, the rule storage reuse obeys: a raw storage goes back to the pool only once
+nothing that may share it can still be read. Buffers share storage through the ATen
+calls whose results may be views of their arguments (``_may_alias``: a schema's
+``Tensor(a)``, so every view op: ``view``, ``select``, ``slice``, ``as_strided``,
+``view_as_real``/``view_as_complex``, ``unsqueeze``, ``expand``, ``transpose``,
+``permute``, ``reshape``, ``alias``...; ops whose schema hides a view: ``_unsafe_view``,
+``unsafe_split``; composites that may return their argument; unknown targets), joined
+transitively into groups (``_storage_groups``). A group's storages are released after
+the last step that uses any member, and never when a member is a graph output, returned
+itself or as a view (``OutputSpec`` "view"): the caller holds it after the call. A
+storage the pool gives out is allocated anew by each call (or leased from
+``host_cache``, whose block returns only when its storage dies, views of it included),
+so a later call never writes into what an earlier call returned. A buffer braze
+allocates starts at its storage's start: an output's layout has offset 0 (lower/core.py
+``pin``), since ``_empty`` allocates its sizes and strides only.
+
 Devices: inputs on another device than the graph's (0-d CPU scalars, CPU indices of a
 CUDA graph) are copied to it, results eager gives on the CPU are returned there, and a
 moved input the graph writes is copied back.
@@ -101,19 +117,43 @@ class _Writer:
     # ------------------------------------------------------------------ buffers
 
     def _last_uses(self) -> dict:
-        """The step after which each buffer is dead. An ATen call whose results may be views
-        of its arguments (``unfold``, ``view_as_real``) keeps those arguments' storage alive
-        as long as its results."""
+        """The step after which each buffer is dead (the module's aliasing rule): a buffer
+        lives as long as every buffer that may share its storage (``_storage_groups``), and
+        to the end of the call (past every step: never released) when one of them is a
+        graph output, which the caller holds after the call."""
         last = {}
         for k, step in enumerate(self.steps):
             for name in step.reads + step.writes:
                 last[name] = k
-        for step in reversed(self.steps):
-            if step.kind == "extern" and _may_alias(step.node.target):
-                end = max((last[name] for name in step.writes), default=-1)
-                for name in step.reads:
-                    last[name] = max(last[name], end)
+        for name in self.outputs:
+            last[name] = len(self.steps)
+        for group in self._storage_groups():
+            end = max(last.get(name, -1) for name in group)
+            for name in group:
+                if name in last:
+                    last[name] = end
         return last
+
+    def _storage_groups(self) -> list:
+        """Sets of buffers that may share storage: the arguments and results of every ATen
+        call whose results may be views of its arguments (``_may_alias``: ``select``,
+        ``view_as_real``, ``_unsafe_view``, ``unsafe_split``...), joined transitively."""
+        parent: dict = {}
+
+        def root(name):
+            while parent.setdefault(name, name) != name:
+                parent[name] = parent[parent[name]]
+                name = parent[name]
+            return name
+        for step in self.steps:
+            if step.kind == "extern" and _may_alias(step.node.target):
+                names = step.reads + step.writes
+                for name in names[1:]:
+                    parent[root(name)] = root(names[0])
+        groups: dict = {}
+        for name in parent:
+            groups.setdefault(root(name), set()).add(name)
+        return [g for g in groups.values() if len(g) > 1]
 
     def _allocate(self, step: Step) -> None:
         if step.kind != "kernel":
@@ -125,6 +165,9 @@ class _Writer:
             self.allocated.add(name)
             layout = node.layout
             if name in self.outputs or layout.storage_numel() == 0:
+                # ``_empty_text`` allocates sizes/strides from the storage's start; the kernels
+                # store at ``layout.position``, which counts the offset (lower/core.py ``pin``)
+                assert layout.offset == 0, f"{name}: a graph output allocated at offset {layout.offset}"
                 self.lines.append(f"    {name} = {self._empty_text(name, layout, node.dtype)}")
                 continue
             nbytes = layout.storage_numel() * node.dtype.itemsize
@@ -343,6 +386,21 @@ def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:
 
 
 def _may_alias(target) -> bool:
-    """May ``target`` return a view of an argument (its schema says so, or it is unknown)?"""
+    """May ``target`` return a view of an argument, or the argument itself? Its schema says
+    so (``Tensor(a)``: every view op), it is unknown, PyTorch tags it
+    ``maybe_aliasing_or_mutating`` (``dropout``, ``unsafe_chunk``), it is a composite that
+    may return its argument unchanged (``type_as``, ``atleast_1d``), or it is one of the ops
+    whose schema hides a view (``_UNANNOTATED_VIEWS``)."""
     schema = getattr(target, "_schema", None)
-    return schema is None or any(r.alias_info is not None for r in schema.returns)
+    if schema is None or any(r.alias_info is not None for r in schema.returns):
+        return True
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    if target.overloadpacket.__name__ in _UNANNOTATED_VIEWS or torch.Tag.maybe_aliasing_or_mutating in target.tags:
+        return True
+    return target.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
+
+
+# ATen ops returning views of an argument without saying so in their schema (autograd does
+# not see them as views; their storage is the argument's all the same).
+_UNANNOTATED_VIEWS = frozenset({"_unsafe_view", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk"})

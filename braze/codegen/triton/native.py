@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import os
 import subprocess
 import sys
 import sysconfig
@@ -251,6 +252,9 @@ def _compile(out: str) -> None:
         f.write(SOURCE)
     cmd = [config.cxx, "-O2", "-shared", "-fPIC", "-w", "-x", "c", src,
            f"-I{sysconfig.get_paths()['include']}", "-o", out, "-ldl"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    finally:
+        os.unlink(src)
     if proc.returncode:
         raise CompileError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")

@@ -210,29 +210,41 @@ def test_explain_shows_the_checks(backend):
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 _DEVICE_ASSERT = """
-import torch, braze
-fn = torch.compile(lambda x, i: torch.gather(x, 1, i) * 2, backend="braze")
-x = torch.randn(64, 32, device="cuda")
-good = torch.randint(0, 32, (64, 8), device="cuda")
-torch.testing.assert_close(fn(x, good), torch.gather(x, 1, good) * 2)
-bad = good.clone(); bad[5, 3] = 32
-fn(x, bad)
+import sys, torch
+sys.path.insert(0, {tests!r})
+import test_runtime_checks as t
+fn, shape, bad = t.{fn}, {shape!r}, {bad!r}
+x = torch.randn(shape, device="cuda")
+out = torch.compile(fn, backend="braze")(x, torch.tensor(bad, device="cuda"))
 torch.cuda.synchronize()
 print("no error")
 """
 
 
 @CUDA
-def test_on_cuda_an_index_out_of_range_fails_a_device_assertion(tmp_path):
+@pytest.mark.parametrize("fn, shape, bad, error, named", OUT_OF_RANGE[::3], ids=_ids(OUT_OF_RANGE[::3]))
+def test_on_cuda_an_index_out_of_range_fails_a_device_assertion(tmp_path, fn, shape, bad, error, named):
     """As eager's CUDA kernels do: the error surfaces at the next synchronization (a
     process of its own: a device assertion leaves the CUDA context unusable)."""
+    import os
     import subprocess
     import sys
     script = tmp_path / "assert.py"
-    script.write_text(_DEVICE_ASSERT)
+    script.write_text(_DEVICE_ASSERT.format(tests=os.path.dirname(__file__), fn=fn.__name__, shape=shape, bad=bad))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "no error" not in done.stdout
     assert "device-side assert" in done.stderr or "braze check" in done.stderr, done.stderr[-2000:]
+
+
+@CUDA
+@pytest.mark.parametrize("fn, shape, good", VALID, ids=_ids(VALID))
+def test_on_cuda_valid_indices_give_eager_values(fn, shape, good):
+    x, index = torch.randn(shape, device="cuda"), torch.tensor(good, device="cuda")
+    expected = fn(x.clone(), index)
+    with Compiled() as compiled:
+        actual = torch.compile(fn, backend="braze")(x.clone(), index)
+    assert compiled.kernels, "braze ran no kernel"
+    torch.testing.assert_close(actual, expected)
 
 
 @CUDA

@@ -1,32 +1,68 @@
 """Run a fuzzed program eagerly and through braze (strict), and compare.
 
 Takes: a ``Program``. Gives: ``run_and_compare(program)``, which raises
-``AssertionError`` naming the output (or mutated input) that differs, and
-returns braze's compiled graphs (for fallback statistics).
+``Mismatch`` (an ``AssertionError``; ``kind`` is ``"wrong value"`` or ``"wrong
+strides"``) naming the output, mutated input or gradient that differs, and
+returns braze's compiled graphs; ``classify(program)``, the outcome as one of
+``OUTCOMES`` and a message (for ``fuzz_run``); ``main(program)``, the entry of a
+written reproducer: prints the outcome, exits 1 unless ok.
 
 The rules:
 - output structure, shapes and dtypes equal to eager's;
 - integers and bools bit for bit;
-- float32/float64: ``torch.testing.assert_close`` with its default tolerances for
-  the dtype, NaN equal to NaN;
-- a program that touches bfloat16 anywhere: each float output either passes the
-  rule above (bf16's default tolerances), or braze's largest error against a
-  float64 reference run is at most twice eager's (braze computes bf16 in float32
-  and rounds once on store, eager after every op); NaN and infinity positions
-  must match eager's.
+- floats: ``torch.testing.assert_close`` with its default tolerances for the
+  dtype (float32: rtol 1.3e-6, atol 1e-5; float16: rtol 1e-3, atol 1e-5;
+  bfloat16: rtol 1.6e-2, atol 1e-5), NaN equal to NaN; failing that, against a
+  float64 reference run (the float inputs upcast): braze's largest error is at
+  most ``REFERENCE_SLACK`` (2) times eager's, or ``FLOOR_ULPS`` units in the last
+  place at the output's largest reference magnitude: 32 of the output's dtype
+  (libm's vector functions are a few ulp off, and ``exp(exp(x))`` multiplies
+  that by 20), 2 of bfloat16 or float16 where the program has such values
+  (eager rounds each of them, braze only what it stores). braze computes bf16 and
+  fp16 in float32 and rounds once on store, eager after every op; a chain of
+  ops in fp16 also overflows in eager where braze's float32 does not, so the
+  positions where eager is not finite but the reference is are left out. NaN
+  and infinity positions must otherwise match eager's;
+- the strides of every output along each dim of size > 1 equal eager's.
 
 Inputs are made afresh for each run from their specs (cloning would make sliced
 and expanded inputs contiguous); inputs changed in place are compared too. In a
-gradient program (``program.grad``), the gradients of the float32/float64 inputs
-for seeded random cotangents of the outputs are compared by the same rules.
+gradient program (``program.grad``), the gradients of the float inputs for
+seeded random cotangents of the float outputs are compared by the same value
+rules (the reference: the same cotangents, in float64). Where the reference run
+fails (an op whose operands must share a dtype, one of them cast by the program),
+the reference is the program with every float dtype it names made float64, run
+with float64 as the default dtype.
+
+Every compile is strict, so a graph braze gives up on raises instead of running
+eagerly. ``classify`` tells apart: ``fallback`` (braze declined the graph on
+purpose: a ``BrazeError`` or ``LoweringError`` of its own, with no exception
+under it), ``internal error`` (any other exception from braze, at compile time
+or at the first run), ``invalid`` (eager or Dynamo rejects the program: a
+generator bug).
 """
 from __future__ import annotations
 
+import os
+import re
+import sys
+import traceback
+
 import torch
 
+import braze
+from fuzz_program import LOW_PRECISION, wants_grad
 from helpers import Compiled
 
 REFERENCE_SLACK = 2.0
+FLOOR_ULPS = {"full": 32, "low": 2}  # see the module docstring
+OUTCOMES = ("ok", "wrong value", "wrong strides", "internal error", "fallback", "invalid")
+
+
+class Mismatch(AssertionError):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 def _upcast(t):
@@ -35,81 +71,146 @@ def _upcast(t):
     return t
 
 
-def _fresh(program) -> list:
-    return program.make_inputs()
+class _Reference:
+    """The program run in float64 (its float inputs upcast), made when first needed."""
+
+    def __init__(self, program, fn, expected):
+        self.program, self.fn, self.expected, self._run = program, fn, expected, None
+
+    def get(self):
+        if self._run is None:
+            try:
+                self._run = self._reference(self.fn)
+            except RuntimeError:  # an op whose operands must share a dtype, one of them cast in the program
+                default = torch.get_default_dtype()
+                torch.set_default_dtype(torch.float64)  # (and an integer's sin, say: float64 too)
+                try:
+                    self._run = self._reference(_in_float64(self.program).function())
+                finally:
+                    torch.set_default_dtype(default)
+        return self._run
+
+    def _reference(self, fn) -> tuple:
+        args = [_upcast(a).detach() for a in self.program.make_inputs()]
+        if self.program.grad:
+            for spec, a in zip(self.program.inputs, args):
+                if wants_grad(spec):
+                    a.requires_grad_()
+        outputs = fn(*args)
+        grads = _gradients(outputs, args, like=self.expected) if self.program.grad else []
+        return [o.detach() for o in outputs], [a.detach() for a in args], grads
 
 
-def run_and_compare(program):
+def _in_float64(program):
+    """The program with every float dtype it names made float64 (its casts too)."""
+    from fuzz_program import Program
+    lines = [re.sub(r"torch\.(bfloat16|float16|float32)\b", "torch.float64", line) for line in program.lines]
+    return Program(program.inputs, lines, program.outputs, program.seed, program.grad)
+
+
+def run_and_compare(program, backend: str = "cpp"):
     fn = program.function()
-    eager_args, braze_args = _fresh(program), _fresh(program)
+    eager_args, braze_args = program.make_inputs(), program.make_inputs()
     expected = fn(*eager_args)
+    expected_grads = _gradients(expected, eager_args) if program.grad else []
     torch._dynamo.reset()
-    with Compiled() as compiled:
+    with Compiled() as compiled, braze.config.patch(strict=True, graph_cache=False, trace_cache=False,
+                                                    cpu_backend=backend,
+                                                    triton_bounds_check=True):
         actual = torch.compile(fn, backend="braze", fullgraph=True)(*braze_args)
-        if program.grad:
-            actual_grads = _gradients(actual, braze_args)
+        actual_grads = _gradients(actual, braze_args, like=expected) if program.grad else []
     assert compiled.graphs, "braze compiled no graph"
     assert not compiled.failures, f"braze ran a graph eagerly: {compiled.failures}"
-    uses_bf16 = "bfloat16" in program.repro()
-    reference = None
-    if uses_bf16:
-        ref_args = [_upcast(a).detach() for a in _fresh(program)]
-        reference = (fn(*ref_args), ref_args)
-    assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
+    reference = _Reference(program, fn, expected)
+    low_eps = _low_precision_eps(program)
+    if len(actual) != len(expected):
+        raise Mismatch("wrong value", f"{len(actual)} outputs, expected {len(expected)}")
     for k, (a, e) in enumerate(zip(actual, expected)):
-        ref = reference[0][k] if reference else None
-        compare(a, e, ref, what=f"output {k} ({program.outputs[k]})")
+        compare(a, e, lambda k=k: reference.get()[0][k], f"output {k} ({program.outputs[k]})", low_eps)
     for k, (a, e) in enumerate(zip(braze_args, eager_args)):
-        ref = reference[1][k] if reference else None
-        compare(a.detach(), e.detach(), ref, what=f"input a{k} after the call")
-    if program.grad:
-        for k, (a, e) in enumerate(zip(actual_grads, _gradients(expected, eager_args))):
-            if a is not None or e is not None:
-                assert a is not None and e is not None, f"gradient of a{k}: {a} vs {e}"
-                compare(a, e, None, what=f"gradient of input a{k}")
+        compare(a.detach(), e.detach(), lambda k=k: reference.get()[1][k], f"input a{k} after the call", low_eps)
+    for k, (a, e) in enumerate(zip(actual_grads, expected_grads)):
+        if a is not None or e is not None:
+            if a is None or e is None:
+                raise Mismatch("wrong value", f"gradient {k}: {a} vs {e}")
+            compare(a, e, lambda k=k: reference.get()[2][k], f"gradient {k} (of a float input)", low_eps)
+    for k, (a, e) in enumerate(zip(actual, expected)):
+        compare_strides(a, e, what=f"output {k} ({program.outputs[k]})")
     return compiled
 
 
-def _gradients(outputs, args) -> list:
-    """Gradients of the inputs that require grad, for seeded cotangents of the float outputs."""
-    outs = [o for o in outputs if o.requires_grad]
+def _low_precision_eps(program) -> float:
+    """The largest epsilon of the bfloat16/float16 values the program has (0.0: none)."""
+    found = {spec.dtype for spec in program.inputs if spec.dtype in LOW_PRECISION}
+    found |= {dtype for dtype in LOW_PRECISION if any(str(dtype) in line for line in program.lines)}
+    return max((torch.finfo(d).eps for d in found), default=0.0)
+
+
+def _gradients(outputs, args, like=None) -> list:
+    """Gradients of the inputs that require grad, for seeded cotangents of the float
+    outputs (``like``: the eager outputs whose dtypes the cotangents take, so that a
+    float64 reference run gets the same values)."""
+    like = like if like is not None else outputs
+    pairs = [(o, e) for o, e in zip(outputs, like) if o.requires_grad]
     leaves = [a for a in args if a.requires_grad]
-    if not outs or not leaves:
+    if not pairs or not leaves:
         return []
     gen = torch.Generator().manual_seed(7)
-    cotangents = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) for o in outs]
-    return list(torch.autograd.grad(outs, leaves, cotangents, allow_unused=True))
+    cotangents = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(e.dtype).to(o.dtype)
+                  for o, e in pairs]
+    return list(torch.autograd.grad([o for o, _ in pairs], leaves, cotangents, allow_unused=True))
 
 
-def compare(actual, expected, reference, what: str) -> None:
-    assert isinstance(actual, torch.Tensor), f"{what}: expected a tensor, got {type(actual)}"
+def compare(actual, expected, reference, what: str, low_eps: float = 0.0) -> None:
+    """``reference``: a callable giving the float64 run's tensor (or None); ``low_eps``:
+    the machine epsilon of the program's lowest-precision values (0: none below float32)."""
+    if not isinstance(actual, torch.Tensor):
+        raise Mismatch("wrong value", f"{what}: expected a tensor, got {type(actual)}")
     actual, expected = actual.detach(), expected.detach()
-    assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    if actual.shape != expected.shape:
+        raise Mismatch("wrong value", f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}")
+    if actual.dtype != expected.dtype:
+        raise Mismatch("wrong value", f"{what}: dtype {actual.dtype} != {expected.dtype}")
     if not expected.dtype.is_floating_point:
         if not torch.equal(actual, expected):
-            raise AssertionError(f"{what}: {expected.dtype} values differ\n{_diff(actual, expected)}")
+            raise Mismatch("wrong value", f"{what}: {expected.dtype} values differ\n{_diff(actual, expected)}")
         return
     try:
         torch.testing.assert_close(actual, expected, equal_nan=True)
         return
     except AssertionError as exc:
         if reference is None:
-            raise AssertionError(f"{what}: {exc}\n{_diff(actual, expected)}") from None
-    _against_reference(actual, expected, reference, what)
+            raise Mismatch("wrong value", f"{what}: {exc}\n{_diff(actual, expected)}") from None
+        first = str(exc).splitlines()[0]
+    _against_reference(actual, expected, reference().detach(), what, first, low_eps)
 
 
-def _against_reference(actual, expected, reference, what: str) -> None:
+def _against_reference(actual, expected, reference, what: str, first: str, low_eps: float) -> None:
     a, e, r = actual.double(), expected.double(), reference.double()
+    dtype_max = torch.finfo(expected.dtype).max
+    meaningful = ~(torch.isfinite(r) & (r.abs() <= dtype_max) & ~torch.isfinite(e))  # eager overflowed alone
     for name, test in (("NaN", torch.isnan), ("infinity", torch.isinf)):
-        if not torch.equal(test(a), test(e)):
-            raise AssertionError(f"{what}: {name} positions differ from eager's\n{_diff(actual, expected)}")
-    finite = torch.isfinite(e)
-    err_braze = (a - r)[finite].abs().max().item() if finite.any() else 0.0
-    err_eager = (e - r)[finite].abs().max().item() if finite.any() else 0.0
-    if err_braze > REFERENCE_SLACK * err_eager:
-        raise AssertionError(f"{what}: largest error against the float64 reference {err_braze:.4g} "
-                             f"> {REFERENCE_SLACK} x eager's {err_eager:.4g}\n{_diff(actual, expected)}")
+        if not torch.equal(test(a)[meaningful], test(e)[meaningful]):
+            raise Mismatch("wrong value", f"{what}: {name} positions differ from eager's ({first})\n"
+                                          f"{_diff(actual, expected)}")
+    finite = torch.isfinite(e) & torch.isfinite(r) & torch.isfinite(a)
+    if not finite.any():
+        return
+    err_braze = (a - r)[finite].abs().max().item()
+    err_eager = (e - r)[finite].abs().max().item()
+    eps = torch.finfo(expected.dtype).eps
+    floor = max(FLOOR_ULPS["full"] * eps, FLOOR_ULPS["low"] * low_eps) * r[finite].abs().max().item()
+    if err_braze > max(REFERENCE_SLACK * err_eager, floor):
+        raise Mismatch("wrong value", f"{what}: {first}; largest error against the float64 reference "
+                                      f"{err_braze:.4g} > {REFERENCE_SLACK} x eager's {err_eager:.4g}\n"
+                                      f"{_diff(actual, expected)}")
+
+
+def compare_strides(actual, expected, what: str) -> None:
+    dims = [d for d in range(expected.ndim) if expected.shape[d] > 1]
+    if any(actual.stride(d) != expected.stride(d) for d in dims):
+        raise Mismatch("wrong strides", f"{what}: strides {actual.stride()} != eager's {expected.stride()} "
+                                        f"(shape {tuple(expected.shape)}, {expected.dtype})")
 
 
 def _diff(actual, expected, limit: int = 6) -> str:
@@ -121,3 +222,58 @@ def _diff(actual, expected, limit: int = 6) -> str:
     where = bad.nonzero().flatten()[:limit].tolist()
     lines = [f"  flat index {i}: braze {a[i].item()!r}, eager {e[i].item()!r}" for i in where]
     return f"{int(bad.sum())} of {e.numel()} elements differ\n" + "\n".join(lines)
+
+
+# ---------------------------------------------------------------- outcomes
+
+def _chain(exc):
+    """``exc`` and the exceptions under it (causes, contexts, Dynamo's inner exception)."""
+    seen = []
+    while exc is not None and all(exc is not s for s in seen):
+        seen.append(exc)
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+    return seen
+
+
+def _braze_failure(exc) -> str | None:
+    """``fallback`` or ``internal error`` for an exception from braze; None if not braze's."""
+    from braze.compiler import BrazeError
+    from braze.lower import LoweringError
+    chain = _chain(exc)
+    for k, e in enumerate(chain):
+        if isinstance(e, (BrazeError, LoweringError)):
+            below = chain[k + 1:]
+            if all(isinstance(b, (BrazeError, LoweringError)) for b in below):
+                return "fallback"
+            return "internal error"
+    if any("braze" in (frame.filename or "") for e in chain
+           for frame in traceback.extract_tb(e.__traceback__)):
+        return "internal error"
+    return None
+
+
+def classify(program, backend: str = "cpp") -> tuple:
+    """(outcome, message) of one program; see ``OUTCOMES``."""
+    try:
+        program.function()(*program.make_inputs())
+    except Exception as exc:  # the program itself is wrong
+        return "invalid", f"eager: {type(exc).__name__}: {exc}"
+    try:
+        run_and_compare(program, backend)
+    except Mismatch as exc:
+        return exc.kind, str(exc)
+    except Exception as exc:
+        kind = _braze_failure(exc) or "invalid"
+        inner = _chain(exc)[-1]
+        return kind, f"{type(inner).__name__}: {inner}"[:2000]
+    return "ok", ""
+
+
+def main(program, backend: str = "cpp") -> None:
+    """A reproducer's entry: print the outcome (and the program's source)."""
+    if backend == "triton":
+        os.environ["TRITON_INTERPRET"] = "1"
+    print(program.source())
+    outcome, message = classify(program, backend)
+    print(f"{outcome}: {message}" if message else outcome)
+    sys.exit(0 if outcome == "ok" else 1)

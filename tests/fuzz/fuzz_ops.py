@@ -1,5 +1,6 @@
 """The fuzzer's op catalogue: pointwise ops, casts and reductions
-(views, indexing and in-place ops are in ``fuzz_ops_shape``).
+(views, indexing and in-place ops on inputs are in ``fuzz_ops_shape``; LayerNorm,
+more scans, in-place ops on intermediates and more views in ``fuzz_ops_more``).
 
 Takes: a ``fuzz_generate.Builder``. Gives: ``OPS``, a dict from rule name to a rule:
 ``rule(builder) -> Value | None`` draws its operands (``builder.pick``) and
@@ -11,6 +12,8 @@ clamp into the target's range first (out-of-range conversion is undefined),
 and discontinuous ops take exact operands only (see ``fuzz_generate``).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -194,6 +197,8 @@ def logical(b):
 
 
 def where(b):
+    if b.integer(0, 2) == 0:
+        return where_compare(b)
     cond = b.pick(lambda v: v.dtype is torch.bool)
     a = cond and partner(b, cond)
     if a is None:
@@ -204,6 +209,22 @@ def where(b):
     if other is None or not _broadcastable(cond, a, other):
         return None
     return b.emit(f"torch.where({cond.name}, {a.name}, {other.name})", a.exact and other.exact)
+
+
+def where_compare(b):
+    """A condition made on the spot: a comparison of an exact value, or (any float
+    value) a select continuous across it (leaky ReLU: rounding near 0 moves the output
+    by as little as it moves the operand)."""
+    a = b.pick(numeric)
+    if a is None:
+        return None
+    if exact(a) and b.coin():
+        other = partner(b, a)
+        if other is not None:
+            return b.emit(f"torch.where({a.name} > 0, {other.name}, {a.name})", a.exact and other.exact)
+    if not floating(a):
+        return None
+    return b.emit(f"torch.where({a.name} > 0, {a.name}, {b.choice(['0.0', '0.125'])} * {a.name})", a.exact)
 
 
 def _broadcastable(*values) -> bool:
@@ -252,18 +273,26 @@ def dims_arg(b, a, single=False) -> str | None:
 
 
 def reduction(method: str, accept, keeps_exact: bool, single=False):
-    """``a.method(dims, keepdim)`` or ``a.method()``; ``single``: one dim at most."""
+    """``a.method(dims, keepdim)`` or ``a.method()``; ``single``: one dim at most. A float
+    sum or product depends on the order of its terms: exact only over integers. A float
+    product's factors are clamped to [-1.5, 1.5], so that no partial product overflows
+    (inf * 0 is NaN: the order would decide between NaN and 0), and it runs over one dim
+    of a float value of more than 64 elements (a product of hundreds of roundings is as
+    far from eager's as the order of the factors makes it)."""
     def rule(b):
         a = b.pick(accept)
         if a is None:
             return None
+        keeps = keeps_exact and not (method in ("sum", "prod") and floating(a))
+        name = f"{a.name}.clamp(-1.5, 1.5)" if method == "prod" and floating(a) else a.name
         if single:
-            dims = "" if a.ndim == 0 or b.coin() else str(b.dim(a))
+            long = method == "prod" and floating(a) and a.ndim > 0 and math.prod(a.shape) > 64
+            dims = "" if a.ndim == 0 or (b.coin() and not long) else str(b.dim(a))
         else:
             dims = dims_arg(b, a)
         if dims == "":
-            return b.emit(f"{a.name}.{method}()", keeps_exact and a.exact)
-        return b.emit(f"{a.name}.{method}({dims}, keepdim={b.coin()})", keeps_exact and a.exact)
+            return b.emit(f"{name}.{method}()", keeps and a.exact)
+        return b.emit(f"{name}.{method}({dims}, keepdim={b.coin()})", keeps and a.exact)
     return rule
 
 
@@ -333,6 +362,8 @@ OPS = {
     "scan": scan,
 }
 
+from fuzz_ops_more import MORE_OPS  # noqa: E402
 from fuzz_ops_shape import SHAPE_OPS  # noqa: E402  (after the helpers it imports)
 
 OPS.update(SHAPE_OPS)
+OPS.update(MORE_OPS)

@@ -7,23 +7,28 @@ repro printed on a mismatch), ``function()`` (that source, compiled), and
 values depend only on the program seed and the input's position).
 
 Layouts make inputs that are not contiguous, as models get them: ``transposed``
-(dimensions stored in reverse order), ``sliced`` (every other element of a
-larger tensor, with a storage offset), ``expanded`` (stride 0 along the dims in
-``expand``).
+(dimensions stored in reverse order), ``permuted`` (stored in the order ``perm``),
+``sliced`` (every other element of a larger tensor, with a storage offset),
+``expanded`` (stride 0 along the dims in ``expand``).
+
+``repro()`` is a standalone script: it rebuilds the program and runs the same
+comparison as the fuzzer (``fuzz_check.main``), printing ``ok`` or the failure.
 """
 from __future__ import annotations
 
 import linecache
 import math
+import os
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-FLOATS = (torch.float32, torch.float64, torch.bfloat16)
+FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+LOW_PRECISION = (torch.bfloat16, torch.float16)
 INTS = (torch.int8, torch.uint8, torch.int32, torch.int64)
 DTYPES = FLOATS + INTS + (torch.bool,)
-LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
+LAYOUTS = ("contiguous", "transposed", "permuted", "sliced", "expanded")
 
 
 def is_float(dtype) -> bool:
@@ -42,20 +47,21 @@ class InputSpec:
     dtype: torch.dtype
     layout: str = "contiguous"
     expand: tuple = ()  # dims stored with size 1 and expanded (layout 'expanded')
+    perm: tuple = ()  # storage order of the dims, outermost first (layout 'permuted')
     low: int | None = None
     high: int | None = None
     unique: bool = False
 
     def __repr__(self) -> str:
         parts = [repr(self.shape), str(self.dtype)]
-        parts += [f"{k}={getattr(self, k)!r}" for k in ("layout", "expand", "low", "high", "unique")
+        parts += [f"{k}={getattr(self, k)!r}" for k in ("layout", "expand", "perm", "low", "high", "unique")
                   if getattr(self, k) != InputSpec.__dataclass_fields__[k].default]
         return f"InputSpec({', '.join(parts)})"
 
 
 def wants_grad(spec: InputSpec) -> bool:
-    """In a gradient program: the float32/float64 data inputs require grad."""
-    return spec.dtype in (torch.float32, torch.float64) and spec.low is None
+    """In a gradient program: the floating-point data inputs require grad."""
+    return spec.dtype.is_floating_point and spec.low is None
 
 
 def _values(spec: InputSpec, shape: tuple, gen: torch.Generator) -> torch.Tensor:
@@ -83,6 +89,9 @@ def make_input(spec: InputSpec, seed: int) -> torch.Tensor:
     shape = spec.shape
     if spec.layout == "transposed" and len(shape) >= 2:
         return _values(spec, shape[::-1], gen).permute(*reversed(range(len(shape))))
+    if spec.layout == "permuted" and len(spec.perm) == len(shape) >= 2:
+        stored = _values(spec, tuple(shape[d] for d in spec.perm), gen)
+        return stored.permute(*[spec.perm.index(d) for d in range(len(shape))])
     if spec.layout == "sliced" and len(shape) >= 1:
         big = _values(spec, tuple(2 * s + 1 for s in shape), gen)
         return big[tuple(slice(1, 1 + 2 * s, 2) for s in shape)]
@@ -127,14 +136,22 @@ class Program:
     def __repr__(self) -> str:
         return "\n" + self.repro()
 
-    def repro(self) -> str:
-        """A script (run from tests/fuzz) that rebuilds this program's function and inputs."""
-        specs = "\n".join(f"    {spec!r}," for spec in self.inputs)
-        grad = ("for spec, t in zip(specs, args):  # gradients are compared too\n"
-                "    if wants_grad(spec):\n        t.requires_grad_()\n") if self.grad else ""
-        return ("import torch\nimport torch.nn.functional as F\nimport braze\n"
-                "from fuzz_program import InputSpec, make_input, wants_grad\n\n"
-                f"{self.source()}\n"
-                f"specs = [\n{specs}\n]\n"
-                f"args = [make_input(s, {self.seed} * 1000 + k) for k, s in enumerate(specs)]\n{grad}"
-                "# compare fn(*args) with torch.compile(fn, backend='braze') on a second, fresh args\n")
+    def repro(self, backend: str = "cpp", header: str = "") -> str:
+        """A standalone script that rebuilds this program and compares braze with eager
+        (the function's source is in it too, for reading)."""
+        here = os.path.dirname(os.path.abspath(__file__))
+        specs = "".join(f"        {spec!r},\n" for spec in self.inputs)
+        lines = "".join(f"        {line!r},\n" for line in self.lines)
+        comment = "".join(f"# {line}\n" for line in (header.splitlines() if header else []))
+        source = "".join(f"#   {line}\n" for line in self.source().splitlines())
+        return (f"{comment}# The program, as the fuzzer compiles it:\n{source}"
+                "import sys\n"
+                f"sys.path[:0] = [{here!r}, {os.path.dirname(here)!r}]\n"
+                "import torch\n"
+                "from fuzz_program import InputSpec, Program\n"
+                "from fuzz_check import main\n\n"
+                "program = Program(\n"
+                f"    inputs=[\n{specs}    ],\n"
+                f"    lines=[\n{lines}    ],\n"
+                f"    outputs={self.outputs!r}, seed={self.seed}, grad={self.grad})\n"
+                f"main(program, backend={backend!r})\n")

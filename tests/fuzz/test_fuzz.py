@@ -1,10 +1,11 @@
 """Differential fuzzing: random well-typed programs through braze (strict) and eager.
 
-Takes: programs from ``fuzz_generate.programs`` (pointwise, reduction, view, cast,
-indexing and in-place ops; random sizes, broadcasts, layouts and dtypes).
-Gives: a failing test with a minimal program (hypothesis shrinks it) and a
-runnable repro when braze and eager disagree, braze raises, or braze runs a
-graph eagerly.
+Takes: programs from ``fuzz_generate.programs`` (pointwise, reduction, normalization,
+scan, view, cast, indexing and in-place ops; random sizes, broadcasts, strides and
+dtypes; a third with gradients). Gives: a failing test with a minimal program
+(hypothesis shrinks it) and a runnable repro when braze and eager disagree (values,
+gradients, or the strides of an output), braze raises, or braze runs a graph eagerly
+(every compile is strict).
 
 Knobs (environment variables):
   BRAZE_FUZZ_EXAMPLES  examples to run; default 100 (CI, about a minute), 0: practically unbounded
@@ -12,7 +13,9 @@ Knobs (environment variables):
                        examples every run, so CI is reproducible)
   BRAZE_FUZZ_ALL       1: also generate the ops quarantined in ``KNOWN_BUGS``
 
-Run many: ``BRAZE_FUZZ_EXAMPLES=2000 BRAZE_FUZZ_RANDOM=1 python -m pytest -q tests/fuzz``.
+Run many: ``BRAZE_FUZZ_EXAMPLES=2000 BRAZE_FUZZ_RANDOM=1 python -m pytest -q tests/fuzz``, or
+(no shrinking by Hypothesis, a summary of outcomes and a reproducer per failure)
+``python -m tests.fuzz.fuzz_run --count 2000 --seed 0`` (see ``fuzz_run``).
 """
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ import os
 import torch
 from hypothesis import HealthCheck, event, given, note, settings
 
-from fuzz_check import run_and_compare
-from fuzz_generate import FuzzConfig, examples_from_env, programs
+from fuzz_check import classify, run_and_compare
+from fuzz_generate import FuzzConfig, examples_from_env, program_from_seed, programs
 
 # Ops the generator leaves out because they trigger a known bug (op name -> regression
 # test); each has an xfail(strict=True) test in tests/test_fuzz_regressions.py. Remove an
@@ -65,3 +68,34 @@ def test_generator_makes_valid_programs():
         out = program.function()(*program.make_inputs())
         assert all(isinstance(t, torch.Tensor) for t in out)
     run()
+
+
+def test_programs_from_seeds_are_reproducible():
+    """``fuzz_run``'s programs: the same seed, the same program; strict, compared."""
+    config = FuzzConfig(min_ops=3, max_ops=12, disabled=CONFIG.disabled)
+    first = [program_from_seed(k, config) for k in range(20)]
+    again = [program_from_seed(k, config) for k in range(20)]
+    assert [p and p.source() for p in first] == [p and p.source() for p in again]
+    assert all(3 <= len(p.lines) for p in first if p is not None)
+    program = next(p for p in first if p is not None)
+    assert classify(program) == ("ok", ""), program.repro()
+
+
+def test_classify_tells_internal_errors_from_fallbacks(monkeypatch):
+    """A bug inside braze is an ``internal error``; a graph braze declines (strict), a ``fallback``."""
+    from braze.codegen.cpp import kernel
+    from braze.lower import core
+    from fuzz_program import InputSpec, Program
+    program = Program([InputSpec((4, 33), torch.float32)], ["v0 = torch.cos(a0) + 1"], ["v0"], seed=1)
+
+    def broken(*args, **kwargs):
+        raise KeyError("buf6")
+    monkeypatch.setattr(kernel, "hoist_invariants", broken)
+    outcome, message = classify(program)
+    assert (outcome, message) == ("internal error", "KeyError: 'buf6'")
+    monkeypatch.undo()
+
+    def declined(self, *args, **kwargs):
+        raise core.LoweringError("aten.cos", "declined", "(4, 33)")
+    monkeypatch.setattr(core.Lowerer, "_call", declined)
+    assert classify(program)[0] == "fallback"

@@ -331,7 +331,9 @@ class CppKernel:
 
         draws = BlockDraws(self, self._level_exprs(level), last, lanes) if lanes >= 4 else None
         preset = self._lane_preset(level)
-        calls = None if lanes < 4 or draws else block_calls(self, self._level_exprs(level), preset, lanes, last)
+        pending = frozenset(m.name for m in self._members_at(level) + self._columns_at(level))
+        calls = None if lanes < 4 or draws else block_calls(self, self._level_exprs(level), preset, lanes, last,
+                                                            pending)
 
         def head(ind: str) -> None:
             self._prefetch(level, ind)

@@ -330,7 +330,7 @@ class Printer:
         if op in LIBDEVICE:
             return f"libdevice.{LIBDEVICE[op]}({', '.join(args)})"
         t = TL_TYPES[dtype]
-        div = (lambda x, y: f"tl.math.div_rn({x}, {y})") if f32 else (lambda x, y: f"{x} / {y}")
+        div = (lambda x, y: f"tl.math.div_rn({x}, {y})") if f32 else (lambda x, y: f"({x}) / ({y})")
         sqrt = "tl.sqrt_rn" if f32 else "tl.sqrt"
         simple = {
             Op.TRUEDIV: lambda: div(a, args[-1]),

@@ -16,6 +16,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
+import braze  # noqa: F401 (registers the backend)
 from benchmarks.measure import copy_bandwidth, sync, time_cpu, time_gpu
 
 
@@ -80,7 +81,7 @@ def main(argv=None) -> None:
             call(*inputs)
         sync(args.device)
         if gpu:
-            ms = {k: time_gpu(lambda *a, c=c: c(*a), inputs) for k, c in variants.items()}
+            ms = {k: time_gpu(lambda a, c=c: c(*a), inputs) for k, c in variants.items()}
         else:
             times = time_cpu({k: (lambda a, c=c: c(*a)) for k, c in variants.items()}, [inputs],
                              budget_s=args.budget)

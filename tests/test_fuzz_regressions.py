@@ -110,3 +110,63 @@ def test_float64_divisions_keep_their_operands_whole(backend):
     became ``1.0 / 1.0 + exp(-a)`` (silu, rsqrt and reciprocal alike)."""
     x = torch.randn(33, dtype=torch.float64)
     check(lambda x: (torch.sigmoid(x), F.silu(x), torch.rsqrt(x.abs() + 1), torch.reciprocal(x + 4)), x)
+
+
+def _check_in_place(fn, *args, expect_kernels=None):
+    """``check`` for a program that updates its inputs: the inputs are compared too. An
+    input with a stride 0 (read only) is passed as it is: a clone would be contiguous."""
+    from helpers import Compiled, assert_same
+
+    def copies():
+        return [a if 0 in a.stride() else a.clone() for a in args]
+    eager_args, braze_args = copies(), copies()
+    expected = fn(*eager_args)
+    with Compiled() as compiled:
+        actual = torch.compile(fn, backend="braze")(*braze_args)
+    assert compiled.graphs and not compiled.failures, compiled.failures
+    assert_same(actual, expected)
+    for k, (a, e) in enumerate(zip(braze_args, eager_args)):
+        assert_same(a, e, what=f"input {k} after the call")
+    if expect_kernels is not None:
+        assert len(compiled.kernels) == expect_kernels, [str(k) for k in compiled.kernels]
+
+
+@pytest.mark.parametrize("shape", [(7, 5, 8), (3, 64, 67)])
+def test_in_place_update_before_a_later_loop_of_its_row(backend, shape):
+    """Fixed: the kernel that overwrote ``a0`` (AOTAutograd's copy_) stored it in the row's
+    first loop, and LayerNorm's normalizing loop, which recomputes ``atan(hypot(a0 + 1, ..))``
+    rather than storing it, loaded the new ``a0`` (off by ~2.5). The overwrite now runs in
+    the last loop that reads the old value, recomputations included, in the same one kernel."""
+    def fn(a0, w):
+        a0.add_(1)
+        return F.layer_norm(torch.atan(torch.hypot(a0, a0)), shape[1:], w)
+    a0 = torch.randn(shape, dtype=torch.float64)
+    w = torch.rand(1, shape[2], dtype=torch.float64).expand(shape[1:])  # stride 0: two loops per row
+    _check_in_place(fn, a0, w, expect_kernels=1)
+
+
+def test_in_place_update_of_a_per_row_input_read_by_later_loops(backend):
+    """The same for a per-row input, overwritten between loops (after the row's mean) and
+    read by a softmax over two dims (of a transposed ``x``: two reduce loops) whose later
+    loops recompute ``y`` from the old ``s``: the overwrite now follows the last of them
+    (both code generators happened to load ``s`` once per row before the fix)."""
+    def fn(x, s):
+        y = torch.atan(torch.hypot(x * s, x))  # costly: stored, then recomputed by later loops
+        s.add_(x.mean((1, 2), keepdim=True))
+        return torch.softmax(y.flatten(1), -1)
+    x = torch.randn(6, 11, 3, dtype=torch.float64).transpose(1, 2)
+    _check_in_place(fn, x, torch.randn(6, 1, 1, dtype=torch.float64))
+
+
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0")
+def test_variance_over_one_element_of_nan_and_inf(backend):
+    """Fixed: a variance over a dimension of size 1 was the constant 0; eager computes
+    (x - mean)^2 with mean = x, NaN for a NaN or an infinite x (and 0 / 0 with correction 1)."""
+    x = torch.tensor([[float("nan"), 1.0, -2.0, float("inf"), -float("inf"), -0.0]])
+
+    def fn(x):
+        return (torch.var(x, 0, correction=0), torch.std(x, 0, correction=0, keepdim=True),
+                torch.var_mean(x, 0, correction=0), torch.var(x, 0), torch.std(x, 0),
+                torch.var(x.unsqueeze(-1), [0, 2], correction=0))
+    check(fn, x)
+    check(lambda x: 1 / torch.var_mean(x, [0], correction=0)[1], x)  # the mean of -0.0 is +0.0

@@ -310,13 +310,32 @@ def _parity(level: int, role: str) -> int:
 
 
 def _overwrite_after_reads(nodes, nest: Nest) -> None:
-    """A node overwriting an input runs no earlier than the last level reading it.
-    Writers have no readers inside the kernel, so raising them moves nothing else."""
-    for n in nodes:
-        if n.mutates:
-            readers = [m for m in nodes if m is not n and n.mutates in m.reads()]
-            level = max([nest.levels[n.name]] + [nest.levels[m.name] for m in readers])
-            nest.levels[n.name] = _parity(level, nest.roles[n.name])
+    """A node overwriting an input runs no earlier than the last level reading it, the
+    reads of inner members recomputed at a later level (``kernel._resolve``) included: a
+    LayerNorm's normalizing loop recomputes its input from the old value. Writers have no
+    readers inside the kernel, so raising them moves nothing else."""
+    writers = [n for n in nodes if n.mutates]
+    if not writers:
+        return
+    reads = _recomputed_reads(nodes, nest)
+    for n in writers:
+        readers = [m for m in nodes if m is not n and n.mutates in reads[m.name]]
+        level = max([nest.levels[n.name]] + [nest.levels[m.name] for m in readers])
+        nest.levels[n.name] = _parity(level, nest.roles[n.name])
+
+
+def _recomputed_reads(nodes, nest: Nest) -> dict:
+    """Node name -> the buffers it loads at its level: its own reads and, transitively,
+    those of the inner members it reads (recomputed where their level is earlier)."""
+    members = {n.name for n in nodes}
+    found: dict = {}
+    for n in nodes:  # topological: producers first
+        reads = set(n.reads())
+        for name in n.reads():
+            if name in members and name != n.name and nest.roles[name] == INNER:
+                reads |= found[name]
+        found[n.name] = reads
+    return found
 
 
 _IN_KERNEL = cache_table()

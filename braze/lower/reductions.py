@@ -72,13 +72,14 @@ def _trivial(ctx, op: ReduceOp, body, numel: int, dtype, sizes) -> TensorValue:
     body = substitute(body, {v: index(0) for v in _rvars_of(body)})
     if op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
         return finish(ctx, const(0, torch.int64), dtype, sizes)
-    if op is ReduceOp.WELFORD_M2:
-        return finish(ctx, const(0.0, body.dtype), dtype, sizes)
+    if op is ReduceOp.WELFORD_M2:  # (x - mean)^2 with mean = x, as eager: NaN for a NaN or an inf
+        diff = binary(Op.SUB, body, body)
+        return finish(ctx, binary(Op.MUL, diff, diff), dtype, sizes)
     if op in (ReduceOp.ANY, ReduceOp.ALL):
         body = truthy(body)
     body = cast(body, dtypes.compute_dtype(dtype))
-    if op is ReduceOp.SUM and dtypes.is_float(body.dtype):
-        body = binary(Op.ADD, body, const(0.0, body.dtype))  # eager's 0 + x: a sum of -0.0 is +0.0
+    if op in (ReduceOp.SUM, ReduceOp.WELFORD_MEAN) and dtypes.is_float(body.dtype):
+        body = binary(Op.ADD, body, const(0.0, body.dtype))  # eager's 0 + x: a sum (mean) of -0.0 is +0.0
     return finish(ctx, body, dtype, sizes)
 
 

@@ -141,6 +141,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-ops", type=int, default=12)
     parser.add_argument("--shrink", type=int, default=40, help="compiles spent shrinking one failure (0: none)")
     parser.add_argument("--all", action="store_true", help="also the ops quarantined in test_fuzz.KNOWN_BUGS")
+    parser.add_argument("--trace", default=None,
+                        help="a file to write each program's index to before it runs (a crash names its program)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")  # eager's (std over one element...); braze's are errors here
     if args.backend == "triton":
@@ -165,6 +167,9 @@ def main(argv=None) -> int:
             continue
         if args.only is not None:
             print(program.source())
+        if args.trace:
+            with open(args.trace, "w") as f:
+                f.write(f"{i}\n")
         outcome, message = run_one(program, args.backend, args.timeout)
         counts[outcome] += 1
         if outcome != "ok":

@@ -20,8 +20,11 @@ import warnings
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch import config as functorch_config
+from torch._functorch._aot_autograd.schemas import OutputType
 from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch.utils.checkpoint import CheckpointPolicy
 
 from braze import config
 from braze.compiler import BrazeError, CompiledGraph, compile_graph, load_cached
@@ -30,6 +33,7 @@ from braze.lower import LoweringError
 from braze.runtime import trace_cache
 from braze.runtime.guard import guarded
 
+aten = torch.ops.aten
 _warned: set = set()
 _listeners: list = []  # callables receiving each CompiledGraph or failure (see Recording)
 
@@ -63,14 +67,55 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
     if cuda is not None:
         _start_compile_workers(cuda)
     saved = _SavedLayouts()  # the forward tells the backward whether it chose other strides
-    compilers = {kind: functools.partial(_compile_boxed, kind, options, saved) for kind in ("forward", "backward")}
+    eager = _eager_outputs(gm)
+    compilers = {kind: functools.partial(_compile_boxed, kind, options, saved, eager=eager)
+                 for kind in ("forward", "backward")}
     compilers["inference"] = functools.partial(_compile_boxed, "inference", options, saved,
-                                               remember=(trace_key, len(example_inputs)))
+                                               remember=(trace_key, len(example_inputs)), eager=eager)
     return aot_autograd(
         fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
         inference_compiler=compilers["inference"], decompositions=decompositions,
-        partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
+        partition_fn=_partition, keep_inference_input_mutations=True,
     )(gm, example_inputs)
+
+
+def _partition(joint_module: torch.fx.GraphModule, joint_inputs, *args, **kwargs):
+    """PyTorch's min-cut partitioner, after marking the values the backward compares for
+    equality to be saved (``_save_compared_values``)."""
+    _save_compared_values(joint_module.graph, kwargs.get("num_fwd_outputs"))
+    return min_cut_rematerialization_partition(joint_module, joint_inputs, *args, **kwargs)
+
+
+_EQUALITY = (aten.eq.Tensor, aten.eq.Scalar, aten.ne.Tensor, aten.ne.Scalar)
+
+
+def _save_compared_values(graph: torch.fx.Graph, forward_outputs: int | None) -> None:
+    """A backward that compares a forward value for equality (``amax``'s and ``amin``'s:
+    ``input == result``, each maximum's share of the gradient) must read the bits the
+    forward computed: recomputed in another kernel, the input need not round the same way
+    (a vectorized ``sin`` beside a scalar one, a contraction into a fused multiply-add),
+    matches nothing, and the gradient is 0 / 0. Such values are saved (``MUST_SAVE``),
+    not recomputed by the partitioner."""
+    outputs = graph.find_nodes(op="output")
+    if forward_outputs is None or not outputs:
+        return
+    forward = set()
+    stack = [n for n in list(outputs[0].args[0])[:forward_outputs] if isinstance(n, torch.fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node not in forward:
+            forward.add(node)
+            stack.extend(node.all_input_nodes)
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target not in _EQUALITY or node in forward:
+            continue
+        for arg in node.all_input_nodes:
+            while arg.op == "call_function" and isinstance(arg.target, torch._ops.OpOverload) and arg.target.is_view:
+                arg = arg.args[0]
+            val = arg.meta.get("val")
+            if arg in forward and arg.op == "call_function" and isinstance(val, torch.Tensor) \
+                    and val.dtype.is_floating_point:
+                arg.meta["recompute"] = CheckpointPolicy.MUST_SAVE
 
 
 def _from_trace_cache(key: str, gm: torch.fx.GraphModule):
@@ -110,7 +155,7 @@ class _SavedLayouts:
 
 
 def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.GraphModule, example_inputs,
-                   remember: tuple = ("", 0)):
+                   remember: tuple = ("", 0), eager: list | None = None):
     with config.patch(**options):
         if kind == "backward" and saved.restrided:
             return _FirstCall(gm, kind, options)
@@ -121,6 +166,8 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
                 warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=2)
             from braze.runtime.specialize import Specializing
             return Specializing(gm, kind, options, compile_or_fallback)
+        if kind != "backward":
+            _keep_eager_strides(gm, eager)
         call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None)
         compiled = getattr(call, "compiled", None)
         saved.restrided = getattr(compiled, "restrided", False)
@@ -158,6 +205,79 @@ def _visible_outputs() -> int | None:
     context = torch._guards.TracingContext.try_get()
     metadata = getattr(context, "fw_metadata", None) if context is not None else None
     return getattr(metadata, "num_forward_returns", None)
+
+
+def _eager_outputs(gm: torch.fx.GraphModule) -> list | None:
+    """Dynamo's fake values of its graph's outputs, flattened: the strides eager gives them.
+    (An in-place op keeps its tensor's strides there; in AOTAutograd's functional graph
+    it becomes an out-of-place op with that op's own strides.) None when unknown."""
+    outputs = gm.graph.find_nodes(op="output")
+    if not outputs:
+        return None
+    leaves = torch.utils._pytree.tree_leaves(outputs[0].args[0])
+    return [n.meta.get("example_value") if isinstance(n, torch.fx.Node) else None for n in leaves]
+
+
+def _keep_eager_strides(gm: torch.fx.GraphModule, eager: list | None) -> None:
+    """Give the user's outputs of a forward or inference graph eager's strides where the
+    functional graph traced others (``x = y * 2; x.cumsum_(1); return x``: eager keeps
+    ``y``'s strides, the graph's ``cumsum`` is contiguous): ``output.meta["braze_eager"]``,
+    one fake value or None per output, read by ``lower/layouts.choose_layouts``. Outputs
+    AOTAutograd returns as the graph gives them, and the bases of those it makes views of
+    (views replayed by their view functions, which hold for any strides; a view made by
+    ``as_strided`` from the traced strides would read the wrong elements, so no base of
+    such a view is changed)."""
+    context = torch._guards.TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None) if context is not None else None
+    if not eager or metadata is None or getattr(metadata, "tokens", None):
+        return
+    info = list(getattr(metadata, "output_info", None) or [])
+    if len(info) != len(eager):
+        return
+    output = gm.graph.find_nodes(op="output")[0]
+    results = list(output.args[0]) if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    first = metadata.num_mutated_inp_runtime_indices  # updated inputs, the user's outputs, intermediate bases
+    candidates, fixed = {}, set()
+    for k, (out, value) in enumerate(zip(info, eager)):
+        kind = out.output_type
+        if kind in (OutputType.non_alias, OutputType.unsafe_view_alias):
+            candidates[first + k] = value
+            continue
+        if kind is OutputType.alias_of_intermediate_base_is_user_output:
+            base = first + out.base_idx
+        elif kind in (OutputType.alias_of_intermediate, OutputType.alias_of_intermediate_save_as_output):
+            base = first + len(info) + out.base_idx
+            if isinstance(value, torch.Tensor) and value._base is not None:
+                candidates.setdefault(base, value._base)
+        else:
+            continue
+        if not _replayed(out):
+            fixed.add(base)
+    wanted = [None] * len(results)
+    for j, value in candidates.items():
+        traced = results[j].meta.get("val") if j < len(results) and isinstance(results[j], torch.fx.Node) else None
+        if j in fixed or not (_concrete(value) and _concrete(traced)):
+            continue
+        if tuple(value.shape) == tuple(traced.shape) and _strides_of(value) != _strides_of(traced):
+            wanted[j] = value
+    if any(w is not None for w in wanted):
+        output.meta["braze_eager"] = wanted
+
+
+def _replayed(out) -> bool:
+    """Does AOTAutograd make this aliasing output by replaying its view functions?"""
+    views = out.view_meta_sequence
+    return (functorch_config.view_replay_for_aliased_outputs and views is not None
+            and not any(v.has_symbolic_inputs for v in views.sequence))
+
+
+def _concrete(value) -> bool:
+    return isinstance(value, torch.Tensor) and all(isinstance(s, int) for s in (*value.shape, *value.stride()))
+
+
+def _strides_of(t: torch.Tensor) -> tuple:
+    """Strides along the dims of more than one element (the others do not matter)."""
+    return tuple(st for size, st in zip(t.shape, t.stride()) if size > 1)
 
 
 def _static_inputs() -> list:

@@ -90,8 +90,50 @@ def _gelu_backward(grad, self, approximate="none"):
     return (g * (cdf + x * pdf)).to(out_dtype)
 
 
+_TORCH_NORM_BACKWARD = {op: decomp.decomposition_table[op.default] for op in (
+    aten.native_layer_norm_backward, aten.native_group_norm_backward, aten.native_batch_norm_backward)}
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _as_stored(input, *stats):
+    """``input`` rounded to its own dtype where the normalization's statistics were: on the
+    CPU, eager's layer, group and batch norms save mean and rstd in a bf16/fp16 input's
+    dtype. braze keeps a bf16/fp16 value computed in the same kernel in float32, so a
+    backward that recomputes its input would subtract the rounded mean from the unrounded
+    input: for a row of one element (``layer_norm(x, (1,))``), whose mean is the element
+    itself, ``x - mean`` is x's rounding error, not 0, amplified by ``rstd = 1 / sqrt(eps)``
+    (an input gradient of -21 where eager's is 0). Rounded input and rounded statistics,
+    as in eager, give ``x - mean`` as eager does. (Explicit casts round in braze; the first
+    ``to`` only reads the value.)"""
+    if input.dtype in _LOW_PRECISION and any(isinstance(s, torch.Tensor) and s.dtype in _LOW_PRECISION
+                                             for s in stats):
+        return input.to(torch.float32).to(input.dtype)
+    return input
+
+
+def _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    return _TORCH_NORM_BACKWARD[aten.native_layer_norm_backward](
+        grad_out, _as_stored(input, mean, rstd), normalized_shape, mean, rstd, weight, bias, output_mask)
+
+
+def _group_norm_backward(grad_output, input, mean, rstd, gamma, N, C, HxW, group, output_mask):
+    return _TORCH_NORM_BACKWARD[aten.native_group_norm_backward](
+        grad_output, _as_stored(input, mean, rstd), mean, rstd, gamma, N, C, HxW, group, output_mask)
+
+
+def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+                         output_mask):
+    stats = (save_mean, save_invstd) if train else (running_mean, running_var)
+    return _TORCH_NORM_BACKWARD[aten.native_batch_norm_backward](
+        grad_out, _as_stored(input, *stats), weight, running_mean, running_var, save_mean, save_invstd, train,
+        eps, output_mask)
+
+
 # Decompositions braze replaces: PyTorch's disagree with eager, or cost more than braze's.
-REPLACE = {aten.linspace: _linspace, aten.gelu_backward: _gelu_backward}
+REPLACE = {aten.linspace: _linspace, aten.gelu_backward: _gelu_backward,
+           aten.native_layer_norm_backward: _layer_norm_backward,
+           aten.native_group_norm_backward: _group_norm_backward,
+           aten.native_batch_norm_backward: _batch_norm_backward}
 
 
 def _native_dropout(input, p, train):

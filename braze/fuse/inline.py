@@ -16,6 +16,10 @@ The cost model, in order:
   element they compute whose values all end in one expression (``t = tanh(x);
   (t + 1) * (1 - t * t)`` computes ``t`` once), unless its expression has grown
   past ``config.inline_max_body`` ops;
+- stored: read at several indices or by several readers, its value compared for
+  equality (``amax``'s backward: ``input == result``): two loops recomputing it need not
+  round alike (in C++ one may call libmvec's vector ``sin``, the other libm's), and a
+  maximum that matches no element gives a gradient of 0 / 0;
 - stored: read at several indices or by several readers and loading more than
   ``config.inline_max_loads`` buffers of its own size (a chain of gradient sums
   through residual connections): readers in other kernels would each re-read them;
@@ -90,6 +94,7 @@ def inline(graph: Graph) -> list[Decision]:
     uses = _count_uses(graph)
     sites = _sites(graph, uses)
     gathered_slowly = _read_by_few_long_rows(graph)
+    compared = _compared(graph)
     bodies: dict[str, Expr] = {}  # final body of each inlined node
     decisions: list[Decision] = []
     kept = []
@@ -97,7 +102,8 @@ def inline(graph: Graph) -> list[Decision]:
         if isinstance(node, ComputeNode):
             node.origins = _merged_origins(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
-            stored, reason = _decide(node, sites[node.name], graph, node.name in gathered_slowly)
+            stored, reason = _decide(node, sites[node.name], graph, node.name in gathered_slowly,
+                                     node.name in compared)
             decisions.append(Decision(node.name, stored, reason))
             if not stored:
                 if uses.get(node.name, 0):
@@ -166,7 +172,24 @@ def _read_by_few_long_rows(graph: Graph) -> set:
     return found
 
 
-def _decide(node: ComputeNode, uses: int, graph: Graph, read_by_few_long_rows: bool) -> tuple[bool, str]:
+def _compared(graph: Graph) -> set:
+    """Float buffers whose value reaches an operand of an equality comparison (``amax``'s
+    backward: ``input == result``), directly or through the nodes computed from them."""
+    found: set = set()
+    for node in reversed(graph.nodes):
+        if not isinstance(node, ComputeNode):
+            continue
+        for e in walk(node.body):
+            if e.op in (Op.EQ, Op.NE):
+                found.update(x.arg for operand in e.args for x in walk(operand) if x.op is Op.LOAD)
+        if node.name in found:
+            found.update(node.reads())
+    return {name for name in found if isinstance(graph.producer(name), ComputeNode)
+            and graph.producer(name).dtype.is_floating_point}
+
+
+def _decide(node: ComputeNode, uses: int, graph: Graph, read_by_few_long_rows: bool,
+            compared: bool = False) -> tuple[bool, str]:
     if node.is_reduction:
         return True, "reduction"
     if node.pinned:
@@ -180,6 +203,8 @@ def _decide(node: ComputeNode, uses: int, graph: Graph, read_by_few_long_rows: b
         return True, f"expression of {size} ops is too large to recompute"
     if uses == 1:
         return False, "read once"
+    if compared:  # one value for every reader: recomputed in two loops, it may round differently
+        return True, f"read {uses} times, compared for equality"
     loads = _full_size_loads(node, graph)
     if loads > config.inline_max_loads:
         return True, f"read {uses} times, loads {loads} buffers of its size"

@@ -1,6 +1,7 @@
 """ATen FX graph -> braze Graph. Importing this package registers every rule."""
 from braze import config
-from braze.lower import externs, indexing, pointwise, pooling, random, reductions, scans, scatter, views  # noqa: F401  (registration)
+from braze.lower import (division, externs, indexing, pointwise, pooling, random, reductions, scans,  # noqa: F401
+                         scatter, views)  # (registration)
 from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Unsupported, register
 
 __all__ = ["LOWERINGS", "Lowerer", "LoweringError", "TensorValue", "Unsupported", "register", "lower"]

@@ -116,6 +116,7 @@ class Lowerer:
         self.fallbacks: list[str] = []
         self._names = 0
         self.padded: set = set()  # matrix products stored with padded rows (see ``extern``)
+        self.eager_buffers: dict = {}  # (fx node, strides) -> its buffer in eager's layout (``_eager_output``)
         self.keep_padding = keep_padding  # outputs may keep that padding (not the backward's)
         self.random_seed: Expr | None = None  # this call's seed, once a random op needs it
         self.random_offset = 0  # Philox words the graph's earlier random ops draw per call
@@ -276,6 +277,10 @@ class Lowerer:
     def _output_spec(self, fx_value, value, wanted=None) -> OutputSpec:
         if not isinstance(value, TensorValue):
             return OutputSpec("value", value=value)
+        if wanted is not None and dtypes.is_supported(value.dtype):
+            spec = self._eager_output(fx_value, value, wanted)
+            if spec is not None:
+                return spec
         meta = fx_value.meta.get("val") if wanted is None else wanted
         base = _view_base(fx_value) if wanted is None else None
         if base is not None and not _same_interpretation(base.meta["val"], meta):
@@ -293,6 +298,35 @@ class Lowerer:
         if buffer is None or duplicate and dtypes.is_supported(value.dtype):
             buffer = self.materialize(value, layout, reason="graph output")
         return OutputSpec("buffer", buffer)  # an unsupported dtype (complex) is returned twice as is
+
+    def _eager_output(self, fx_value, value, wanted) -> OutputSpec | None:
+        """An output to which eager gives strides other than the traced ones (an
+        intermediate changed in place: ``lower/layouts.py``): its value stored in eager's
+        layout, or where eager's output is a view (a row of such an intermediate), its
+        base stored in eager's layout and the output a view of it. Outputs of one base
+        share one buffer, as they share storage in eager. None where the graph's output is
+        no view of a value of the base's shape (the output is then a copy)."""
+        if wanted._base is None:
+            node, root = fx_value, wanted
+        else:
+            node, root = _view_base(fx_value), wanted._base
+        tv = self.env.get(node) if isinstance(node, torch.fx.Node) else None
+        layout = _meta_layout(root)
+        if root._base is not None or not isinstance(tv, TensorValue) or tuple(root.shape) != tv.sizes \
+                or tv.dtype != root.dtype or not layout.is_dense():
+            return None
+        key = (node, layout.strides)
+        buffer = self.eager_buffers.get(key)
+        if buffer is None:
+            buffer = self.storage_of(tv, layout, reason="graph output", exact=True)
+            taken = {o.buffer for o in self.graph.outputs} | set(self.eager_buffers.values())
+            if buffer is None or buffer in taken:
+                buffer = self.materialize(tv, layout, reason="graph output")
+            self.eager_buffers[key] = buffer
+        if wanted._base is None:
+            return OutputSpec("buffer", buffer)
+        return OutputSpec("view", buffer, tuple(wanted.shape), tuple(wanted.stride()),
+                          int(wanted.storage_offset()) - layout.offset)
 
     # ------------------------------------------------------------------ building blocks
 

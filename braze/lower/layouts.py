@@ -44,15 +44,20 @@ def wants_channels_last(gm: torch.fx.GraphModule) -> bool:
 def choose_layouts(gm: torch.fx.GraphModule, visible: int | None = None, args=None) -> bool:
     """Make ``gm``'s convolutions channels-last (when wanted) and recompute fake values,
     from ``args``' real strides when given. The first ``visible`` outputs (all when None)
-    keep the strides they had. Returns whether an output beyond them changed strides."""
+    keep the strides they had, or those of ``output.meta["braze_eager"]`` where given
+    (eager's, where the functional graph traced others: ``backend._keep_eager_strides``).
+    Returns whether an output beyond them changed strides."""
     convs = wants_channels_last(gm)
-    if not convs and args is None:
-        return False
     output = gm.graph.find_nodes(op="output")[0]
+    eager = output.meta.get("braze_eager") or []  # eager's strides where the traced ones differ (backend.py)
+    if not convs and args is None and not any(e is not None for e in eager):
+        return False
     results = list(output.args[0]) if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
     before = [_val(r) for r in results]
-    _propagate(gm, args, convs)
+    if convs or args is not None:
+        _propagate(gm, args, convs)
     visible = len(results) if visible is None else visible
+    before[:len(eager)] = [e if e is not None else b for e, b in zip(eager, before)]
     output.meta["braze_layouts"] = [b if _restrided(b, _val(r)) else None
                                     for b, r in zip(before[:visible], results[:visible])]
     return any(_restrided(b, _val(r)) for b, r in zip(before[visible:], results[visible:]))

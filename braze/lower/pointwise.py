@@ -1,5 +1,5 @@
 """Lowering rules for elementwise ops: arithmetic, math, comparisons, bitwise,
-``where``, ``clamp`` and dtype conversions.
+``where``, ``clamp`` and dtype conversions (division: ``division``).
 
 Takes: ``TensorValue``s and Python scalars from ``braze.lower.core``.
 Gives: one ``ComputeNode`` per op, computed in eager's dtypes: inputs promoted as
@@ -15,12 +15,10 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
-from braze import config
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, binary, cast, checked, const, cuda_rsqrt, index, rounded_mul, unary, where
-from braze.ir.graph import out_vars
-from braze.lower.checks import check_site
-from braze.lower.core import TensorValue, Unsupported, is_host_scalar, register
+from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, unary, where
+from braze.ir.graph import ExternNode, InputNode, out_vars
+from braze.lower.core import TensorValue, Unsupported, register
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -313,95 +311,6 @@ def _mul(ctx, a, b):
     return pointwise(ctx, lambda x, y: mul(x, y) if x.dtype is not torch.bool else binary(Op.AND, x, y), a, b)
 
 
-@register(aten.div.Tensor, aten.div.Scalar)
-def _div(ctx, a, b):
-    return _div_mode(ctx, a, b)
-
-
-@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
-def _div_mode(ctx, a, b, rounding_mode=None):
-    if rounding_mode is None:
-        fn = _times_reciprocal if _reciprocal_divisor(ctx, a, b) else div
-        return pointwise(ctx, fn, a, b, kind=Kind.INT_TO_FLOAT)
-    if rounding_mode == "trunc":
-        if _reciprocal_divisor(ctx, a, b):
-            return pointwise(ctx, lambda x, y: unary(Op.TRUNC, _times_reciprocal(x, y)), a, b)
-        return pointwise(ctx, lambda x, y: binary(Op.TRUNCDIV, x, divisor(ctx, y)), a, b)
-    return _floor_divide(ctx, a, b)
-
-
-@register(aten.floor_divide.default, aten.floor_divide.Scalar)
-def _floor_divide(ctx, a, b):
-    if not isinstance(b, TensorValue) and _reciprocal_divisor(ctx, a, b):
-        return pointwise(ctx, _floordiv_by_reciprocal, a, b)
-    return pointwise(ctx, lambda x, y: binary(Op.FLOORDIV, x, divisor(ctx, y)), a, b)
-
-
-def divisor(ctx, y: Expr) -> Expr:
-    """An integer divisor checked where eager checks it: on the CPU a zero raises
-    ``ZeroDivisionError`` (on CUDA eager gives a value, so does braze)."""
-    out = ctx.out
-    if not config.runtime_checks or y.dtype not in dtypes.INTEGERS or \
-            not isinstance(out, torch.Tensor) or out.device.type != "cpu" or (y.op is Op.CONST and y.arg != 0):
-        return y
-    return checked(y, "divisor", check_site(ctx, "divisor"))
-
-
-def _reciprocal_divisor(ctx, a, b) -> bool:
-    """Whether eager divides by multiplying with ``1 / b``: on CUDA, when the divisor is a
-    CPU scalar to ATen's TensorIterator (a Python number or a 0-d CPU tensor) and the
-    division is in floating point. Eager's CUDA kernels for true, trunc and floor division
-    do so, rounding the reciprocal once in the op's math type; on the CPU they divide."""
-    out = ctx.out
-    if not isinstance(out, torch.Tensor) or out.device.type != "cuda":
-        return False
-    if isinstance(b, TensorValue) and not is_host_scalar(ctx.node.args[1].meta.get("val")):
-        return False  # (a TensorValue divisor comes from an FX node)
-    return dtypes.is_float(promote(Kind.INT_TO_FLOAT, a, b)[0]) and dtypes.is_float(out.dtype)
-
-
-def _times_reciprocal(x: Expr, b: Expr) -> Expr:
-    return rounded_mul(x, _reciprocal(b))
-
-
-def _reciprocal(b: Expr) -> Expr:
-    """``1 / b`` rounded once in float64 or float32 (eager's math type for float16 and
-    bfloat16 too): its ``inv_b``; folded here for a constant ``b``."""
-    if b.op is not Op.CONST:
-        return div(c(1.0, b), b)
-    math_type = torch.float64 if b.dtype is torch.float64 else torch.float32
-    one = torch.tensor(1.0, dtype=math_type)
-    return const((one / torch.tensor(b.arg, dtype=math_type)).item(), b.dtype)
-
-
-def _floordiv_by_reciprocal(x: Expr, b: Expr) -> Expr:
-    """Python's ``x // b`` as eager's CUDA kernel computes it for a scalar ``b``: the
-    exact ``fmod``, the quotient of ``x - fmod`` times the reciprocal, moved down for a
-    remainder of the wrong sign and rounded to the nearest integer (a zero quotient keeps
-    the sign of ``x / b``). Division by zero is a true division (``x * inf``)."""
-    inv = _reciprocal(b)
-    if b.arg == 0:
-        return mul(x, inv)
-    m = binary(Op.FMOD, x, b)
-    zero, one = c(0, x), c(1, x)
-    past = binary(Op.GT if b.arg < 0 else Op.LT, m, zero)  # a remainder of the other sign than b
-    q = rounded_mul(sub(x, m), inv)
-    q = where(past, sub(q, one), q)
-    f = unary(Op.FLOOR, q)
-    f = where(binary(Op.GT, sub(q, f), c(0.5, x)), add(f, one), f)
-    return where(binary(Op.EQ, q, zero), binary(Op.COPYSIGN, zero, mul(x, inv)), f)
-
-
-@register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
-def _remainder(ctx, a, b):
-    return pointwise(ctx, lambda x, y: binary(Op.MOD, x, divisor(ctx, y)), a, b)
-
-
-@register(aten.fmod.Tensor, aten.fmod.Scalar)
-def _fmod(ctx, a, b):
-    return pointwise(ctx, lambda x, y: binary(Op.FMOD, x, divisor(ctx, y)), a, b)
-
-
 SIMPLE_BINARY = {
     aten.atan2: (Op.ATAN2, Kind.INT_TO_FLOAT), aten.hypot: (Op.HYPOT, Kind.DEFAULT),
     aten.copysign: (Op.COPYSIGN, Kind.INT_TO_FLOAT), aten.nextafter: (Op.NEXTAFTER, Kind.NO_OPMATH),
@@ -425,10 +334,22 @@ for _packet, (_op, _kind) in SIMPLE_BINARY.items():
 
 @register(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def _pow(ctx, a, b):
+    if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, TensorValue) \
+            and a.dtype in dtypes.LOW_PRECISION:
+        # Eager's kernels (CPU and CUDA) take a scalar exponent in the base's dtype: in bf16
+        # ``x ** -0.999`` is ``x ** -1``, finite for x < 0 (``asin(x) ** 1e-3``'s gradient).
+        rounded = torch.tensor(b, dtype=torch.float64).to(a.dtype).item()
+        b = b if rounded == b else rounded
     if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, TensorValue):
         special = _pow_special(b) if b != -0.5 else (lambda x, y: _rsqrt_on(ctx)(x))
         if special is not None and (dtypes.is_float(a.dtype) or b in (1, 2, 3)):
             return pointwise(ctx, special, a, b)
+    result = result_dtype(ctx, None)
+    if isinstance(b, TensorValue) and b.ndim == 0 and result in dtypes.LOW_PRECISION and b.dtype != result:
+        # So is a 0-d tensor exponent (a float32 one beside a bf16 base): eager converts it
+        # to the common dtype first.
+        return pointwise(ctx, lambda x, y: binary(Op.POW, x, cast(cast(y, result), y.dtype)), a, b,
+                         kind=Kind.BOOL_TO_LONG)
     return pointwise(ctx, lambda x, y: binary(Op.POW, x, y), a, b, kind=Kind.BOOL_TO_LONG)
 
 
@@ -462,8 +383,22 @@ COMPARE = {aten.eq: Op.EQ, aten.ne: Op.NE, aten.lt: Op.LT, aten.le: Op.LE, aten.
 
 def _compare_rule(op: Op):
     def rule(ctx, a, b):
-        return pointwise(ctx, lambda x, y: binary(op, x, y), a, b, kind=Kind.ALWAYS_BOOL)
+        return pointwise(ctx, lambda x, y: binary(op, as_stored(ctx, a, x), as_stored(ctx, b, y)), a, b,
+                         kind=Kind.ALWAYS_BOOL)
     return rule
+
+
+def as_stored(ctx, value, operand: Expr) -> Expr:
+    """``operand`` (``value`` read in a compute dtype) as eager reads it: a bf16/fp16 tensor
+    rounded to its dtype. braze keeps such a value in float32 within a kernel, which a
+    comparison must not see: ``amin``'s backward compares the saved (stored, rounded)
+    minimum with the input recomputed in the backward, and an unrounded input matched
+    nothing (a gradient of 0 / 0). (A graph input or an ATen result is stored already.)"""
+    if not (isinstance(value, TensorValue) and value.dtype in dtypes.LOW_PRECISION and operand.dtype != value.dtype):
+        return operand
+    if value.expr.op is Op.LOAD and isinstance(ctx.graph.producer(value.expr.arg), (InputNode, ExternNode)):
+        return operand
+    return cast(cast(operand, value.dtype), operand.dtype)
 
 
 for _packet, _op in COMPARE.items():

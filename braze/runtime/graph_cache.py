@@ -72,6 +72,8 @@ def _key(gm: torch.fx.GraphModule, kind: str, visible, args) -> str:
     for node in gm.graph.nodes:  # what gm.code says, without generating and compiling it
         parts.append(f"{node.name}={node.op}:{target_name(node.target)}{node.args!r}{node.kwargs!r}")
         parts.append(describe(node.meta.get("val"), devices))
+        if node.op == "output":  # outputs given strides other than traced (eager's: lower/layouts.py)
+            parts.append(describe(node.meta.get("braze_layouts"), devices))
         if node.op == "get_attr":  # a tensor constant is read at run time (its metadata is in the code)
             value = getattr(gm, node.target, None)
             parts.append(describe(value, devices) if isinstance(value, torch.Tensor) else repr(value))

@@ -117,8 +117,8 @@ BRAZE_INLINE int64_t idx_floordiv(int64_t a, int64_t b) { int64_t q = a / b; ret
 BRAZE_INLINE int64_t idx_mod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 BRAZE_INLINE int64_t idx_clamp(int64_t a, int64_t hi) { return a < 0 ? 0 : (a > hi ? hi : a); }
 // Run-time checks (IR op CHECK): the first failure to arrive records its site + 1 and the
-// offending value in the kernel's error record, which the wrapper reads after the call; the
-// kernel goes on with a harmless value (index 0; the divisor itself: a zero one gives 0).
+// offending value in the error record, which the wrapper reads after the call; the code
+// goes on with a harmless value (index 0; the divisor itself: a zero one gives 0).
 __attribute__((noinline, cold)) static void b_report(int64_t* record, int64_t site, int64_t value) {
   int64_t none = 0;
   if (__atomic_compare_exchange_n(record, &none, site + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))

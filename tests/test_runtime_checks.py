@@ -32,7 +32,7 @@ def _embedding(x, i):
 
 
 def _scatter_add(x, i):
-    return x.scatter_add(0, i, torch.ones(i.shape))
+    return x.scatter_add(0, i, torch.ones(i.shape, device=x.device))
 
 
 def _scatter_one_hot(x, i):
@@ -40,19 +40,19 @@ def _scatter_one_hot(x, i):
 
 
 def _index_put_accumulate(x, i):
-    return x.index_put((i,), torch.ones(i.shape[0], *x.shape[1:]), accumulate=True)
+    return x.index_put((i,), torch.ones(i.shape[0], *x.shape[1:], device=x.device), accumulate=True)
 
 
 def _index_put(x, i):
-    return x.index_put((i,), torch.ones(i.shape[0], *x.shape[1:]))
+    return x.index_put((i,), torch.ones(i.shape[0], *x.shape[1:], device=x.device))
 
 
 def _index_add(x, i):
-    return x.index_add(0, i, torch.ones(i.shape[0], *x.shape[1:]))
+    return x.index_add(0, i, torch.ones(i.shape[0], *x.shape[1:], device=x.device))
 
 
 def _index_copy(x, i):
-    return x.index_copy(0, i, torch.ones(i.shape[0], *x.shape[1:]))
+    return x.index_copy(0, i, torch.ones(i.shape[0], *x.shape[1:], device=x.device))
 
 
 # (function, the tensor indexed, a bad index, the exception type eager raises, the index named)
@@ -210,9 +210,10 @@ def test_explain_shows_the_checks(backend):
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 _DEVICE_ASSERT = """
-import sys, torch
+import sys, torch, braze
 sys.path.insert(0, {tests!r})
 import test_runtime_checks as t
+braze.config.strict = True  # a kernel that fails to launch raises BrazeError, not eager's assertion
 fn, shape, bad = t.{fn}, {shape!r}, {bad!r}
 x = torch.randn(shape, device="cuda")
 out = torch.compile(fn, backend="braze")(x, torch.tensor(bad, device="cuda"))
@@ -233,6 +234,7 @@ def test_on_cuda_an_index_out_of_range_fails_a_device_assertion(tmp_path, fn, sh
     script.write_text(_DEVICE_ASSERT.format(tests=os.path.dirname(__file__), fn=fn.__name__, shape=shape, bad=bad))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "no error" not in done.stdout
+    assert "BrazeError" not in done.stderr, done.stderr[-2000:]
     assert "device-side assert" in done.stderr or "braze check" in done.stderr, done.stderr[-2000:]
 
 
@@ -254,3 +256,16 @@ def test_on_cuda_integer_division_by_zero_gives_eager_values_without_an_error():
     fn = lambda a, b: (a // b, a % b)  # noqa: E731
     for x, y in zip(torch.compile(fn, backend="braze")(a, b), fn(a, b)):
         assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_the_error_record_is_a_real_tensor_while_aot_autograd_traces(device):
+    """The record is made while the graph compiles, under AOTAutograd's fake mode; a fake one
+    has no data pointer and every checked kernel failed to launch on CUDA ("meta" stands in
+    for a device here)."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from braze.runtime.checks import Checks
+    with FakeTensorMode():
+        buffer = Checks([], torch.device(device)).buffer
+    assert not isinstance(buffer, FakeTensor) and buffer.device.type == device

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from braze.ir.graph import ERROR_RECORD, ERROR_RECORD_SIZE, CheckSite
 
@@ -38,10 +39,11 @@ class Checks:
     def __init__(self, sites: list, device: torch.device):
         self.sites = list(sites)
         self.words = (ctypes.c_int64 * ERROR_RECORD_SIZE)()
-        if device.type == "cpu":
-            self.buffer = torch.frombuffer(self.words, dtype=torch.int64)
-        else:
-            self.buffer = torch.zeros(ERROR_RECORD_SIZE, dtype=torch.int64, device=device)
+        with unset_fake_temporarily():  # (built while AOTAutograd traces: a real tensor all the same)
+            if device.type == "cpu":
+                self.buffer = torch.frombuffer(self.words, dtype=torch.int64)
+            else:
+                self.buffer = torch.zeros(ERROR_RECORD_SIZE, dtype=torch.int64, device=device)
 
     def names(self) -> dict:
         return {ERROR_RECORD: self.buffer, "_error_flag": self.words, "_checks": self}

@@ -215,7 +215,7 @@ class Lowerer:
         rule = LOWERINGS.get(target)
         if rule is not None and not _disabled(target) and _dtypes_supported(node):
             try:
-                return rule(self, *args, **kwargs)
+                return _checked_shape(node, rule(self, *args, **kwargs))
             except Unsupported:
                 pass
             except (LoweringError, KeyboardInterrupt):
@@ -452,6 +452,18 @@ class Lowerer:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def _checked_shape(node, result):
+    """``result``, if its sizes are the traced value's: a rule that gets a shape wrong (a
+    reduction over a dim of one element keeping it) is a bug that must not reach the user
+    as a result of another shape."""
+    val = node.meta.get("val")
+    if isinstance(result, TensorValue) and isinstance(val, torch.Tensor) \
+            and all(isinstance(n, int) for n in val.shape) and tuple(result.sizes) != tuple(val.shape):
+        raise LoweringError(node.target, f"the rule gave sizes {list(result.sizes)}, the traced value has "
+                            f"{list(val.shape)}", describe_inputs(node))
+    return result
+
 
 def _map_values(value, fn):
     if isinstance(value, TensorValue):

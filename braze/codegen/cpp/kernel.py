@@ -414,18 +414,30 @@ class CppKernel:
                 self._pointwise_piece(inner, lo, hi)
             self._close_loops(len(loops) - 1, inner)
             return
+        checked = self._outer_checks(inner, loops[-1]) if len(loops) > 1 else {}
         if len(loops) > 1:
             self._emit(inner, "#pragma omp simd")
         inner = self._open_loops(loops[-1:], inner)
         if not loops:
             self._emit(inner, "{")
         printer = self._printer(inner)
+        printer.memo.update(checked)
         self._preload(plan.members, printer)
         for m in plan.members:
             self._compute(m, printer, inner)
         if not loops:
             self._emit(inner, "}")
         self._close_loops(len(loops), inner)
+
+    def _outer_checks(self, indent: str, inner_var) -> dict:
+        """Run-time checks (``Op.CHECK``) that do not vary along the innermost loop (a row's
+        index: ``x[rows]``, an embedding), printed before it: a check is a conditional call,
+        which GCC does not vectorize. Returns their printed names, for the loop's printer."""
+        printer = self._printer(indent)
+        for e in walk(self.plan.expressions()):
+            if e.op is Op.CHECK and inner_var not in free_vars(e) and not any(n.op is Op.VALUE for n in walk(e)):
+                printer(e)
+        return printer.memo
 
     def _pointwise_draws(self, cuts) -> BlockDraws | None:
         """The random values the innermost loop draws a block at a time (``draws``), if it

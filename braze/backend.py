@@ -167,7 +167,11 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
             from braze.runtime.specialize import Specializing
             return Specializing(gm, kind, options, compile_or_fallback)
         if kind != "backward":
-            _keep_eager_strides(gm, eager)
+            try:
+                _keep_eager_strides(gm, eager)
+            except Exception as exc:  # (AOTAutograd's metadata differs across torch versions)
+                warnings.warn(f"braze: outputs keep the traced strides, not eager's: {type(exc).__name__}: {exc}",
+                              stacklevel=2)
         call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None)
         compiled = getattr(call, "compiled", None)
         saved.restrided = getattr(compiled, "restrided", False)
@@ -266,9 +270,9 @@ def _keep_eager_strides(gm: torch.fx.GraphModule, eager: list | None) -> None:
 
 def _replayed(out) -> bool:
     """Does AOTAutograd make this aliasing output by replaying its view functions?"""
-    views = out.view_meta_sequence
-    return (functorch_config.view_replay_for_aliased_outputs and views is not None
-            and not any(v.has_symbolic_inputs for v in views.sequence))
+    views = getattr(out, "view_meta_sequence", None)  # (absent where a torch has no view replay)
+    return (getattr(functorch_config, "view_replay_for_aliased_outputs", False) and views is not None
+            and not any(getattr(v, "has_symbolic_inputs", True) for v in views.sequence))
 
 
 def _concrete(value) -> bool:

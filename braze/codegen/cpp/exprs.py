@@ -165,7 +165,8 @@ def checked_text(e: Expr, value: str) -> str:
     """A run-time check (``Op.CHECK``), reporting to the kernel's error record."""
     kind, site, size = e.arg
     if kind != "divisor":
-        return f"b_check_{kind}({value}, {size}, {site}, {ERROR_RECORD})"
+        lo = -size if kind == "index" else 0
+        return f"b_check_index({value}, {lo}, {size}, {site}, {ERROR_RECORD})"
     return f"b_check_divisor<{ctype(e.dtype)}>({value}, {site}, {ERROR_RECORD})"
 
 

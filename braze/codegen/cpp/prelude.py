@@ -124,13 +124,9 @@ __attribute__((noinline, cold)) static void b_report(int64_t* record, int64_t si
   if (__atomic_compare_exchange_n(record, &none, site + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     record[1] = value;
 }
-BRAZE_INLINE int64_t b_check_index(int64_t i, int64_t size, int64_t site, int64_t* record) {
-  if (__builtin_expect(i >= -size && i < size, 1)) return i < 0 ? i + size : i;
-  b_report(record, site, i);
-  return 0;
-}
-BRAZE_INLINE int64_t b_check_position(int64_t i, int64_t size, int64_t site, int64_t* record) {
-  if (__builtin_expect((uint64_t)i < (uint64_t)size, 1)) return i;
+// An index in [lo, size), lo being -size (negatives wrap) or 0.
+BRAZE_INLINE int64_t b_check_index(int64_t i, int64_t lo, int64_t size, int64_t site, int64_t* record) {
+  if (__builtin_expect(i >= lo && i < size, 1)) return i < 0 ? i + size : i;
   b_report(record, site, i);
   return 0;
 }

@@ -20,7 +20,7 @@ import torch
 
 from braze.fuse.legality import COLUMN, INNER, REDUCTION, Nest, assign_levels, build_nest, write_index
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, free_vars, rewrite, store_cast, substitute, var, walk
+from braze.ir.expr import Expr, Op, cast, free_vars, rewrite, store_cast, substitute, var, walk
 from braze.ir.graph import (ERROR_RECORD, ERROR_RECORD_SIZE, ComputeNode, Graph, ReduceOp, out_vars,
                             reduce_vars)
 
@@ -202,9 +202,18 @@ def _resolve(body: Expr, members: dict, nest: Nest, level: int, expanded: dict,
         producer = members[e.arg]
         role = nest.roles[e.arg]
         if role == INNER and (nest.levels[e.arg] != level or not same_level_values):
-            return store_cast(expanded[e.arg], producer.dtype)
+            return _as_stored(expanded[e.arg], producer.dtype)
         return store_cast(value_of(producer), producer.dtype)
     return rewrite(body, visit)
+
+
+def _as_stored(value: Expr, dtype) -> Expr:
+    """A member's value recomputed where its ``VALUE`` is not live, rounded to its stored
+    dtype for good: the recomputation equals the value read at its own level (which is the
+    rounded one), so a LayerNorm's mean and the elements it is taken from agree."""
+    if value.op is Op.CAST and value.arg == "store":
+        value = value.args[0]
+    return cast(value, dtype)
 
 
 def value_of(node: ComputeNode) -> Expr:

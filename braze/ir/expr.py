@@ -313,7 +313,21 @@ def binary(op: Op, a: Expr, b: Expr) -> Expr:
     if a.dtype != b.dtype:
         raise TypeError(f"braze IR: {op.value} needs equal dtypes, got {a.dtype} and {b.dtype}")
     dtype = torch.bool if op in COMPARISONS else a.dtype
+    if dtype is torch.bool and op in (Op.AND, Op.OR):
+        folded = _fold_logic(op, a, b)
+        if folded is not None:
+            return folded
     return Expr(op, dtype, (a, b))
+
+
+def _fold_logic(op: Op, a: Expr, b: Expr) -> Expr | None:
+    """``a & b`` or ``a | b`` of booleans where one side is a constant: the other side, or
+    the constant that decides (a mask that is never true folds away with what it guards)."""
+    for known, other in ((a, b), (b, a)):
+        if known.op is Op.CONST:
+            decides = bool(known.arg) == (op is Op.OR)
+            return known if decides else other
+    return None
 
 
 def rounded_mul(a: Expr, b: Expr) -> Expr:

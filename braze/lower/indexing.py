@@ -13,7 +13,8 @@ A loaded index is checked where it is used (``index_from``: ``Op.CHECK``): one o
 ``[-size, size)`` makes the kernel report it, and the wrapper raises eager's exception
 (``CheckSite``: its type and wording come from the user's op before decompositions). An
 index the kernels never read (an element of a gather that only a slice of its result
-needs) is not checked. ``config.runtime_checks`` off: indices are only wrapped (unsafe).
+needs) is not checked. ``config.runtime_checks`` off: indices are wrapped and clamped into their dimension
+(unsafe: an index out of range reads or writes another element of the same row, silently).
 """
 from __future__ import annotations
 
@@ -220,8 +221,10 @@ def index_from(ctx, value, size: int, dim: int = 0, shape=()):
     is off or its range is known to be valid."""
     i = cast(value, dtypes.INDEX)
     lo, hi = S.bounds(i)
-    if not config.runtime_checks or trusted(ctx) or (0 <= lo and hi < size):
+    if trusted(ctx) or (0 <= lo and hi < size):
         return S.where(S.compare(Op.LT, i, 0), S.add(i, size), i)
+    if not config.runtime_checks:  # unsafe: wrong values, but inside the dimension
+        return S.clamp(S.where(S.compare(Op.LT, i, 0), S.add(i, size), i), 0, size - 1)
     kind = "index" if wraps_negative(ctx) else "position"
     return checked(i, kind, check_site(ctx, "index", dim, size, shape), size)
 

@@ -131,6 +131,7 @@ def _without_line(program: Program, k: int) -> Program | None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--start", type=int, default=0, help="index of the first program (a sanitized rerun near a crash)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", type=int, default=None, help="run program i of the seed alone, printing it")
     parser.add_argument("--backend", choices=("cpp", "triton"), default="cpp")
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
                         disabled=frozenset() if args.all else frozenset(KNOWN_BUGS))
     out = args.out or f"/tmp/braze-fuzz-{args.backend}-{args.seed}"
     os.makedirs(out, exist_ok=True)
-    indices = [args.only] if args.only is not None else range(args.count)
+    indices = [args.only] if args.only is not None else range(args.start, args.start + args.count)
     counts = collections.Counter()
     groups: dict = collections.defaultdict(list)
     start = time.monotonic()

@@ -33,12 +33,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import braze
 from benchmarks.run import source_id, write_section
+from braze.codegen import target_for
 from braze.decompositions import table
 from braze.fuse.inline import inline
 from braze.fuse.schedule import schedule
 from braze.ir.expr import clear_intern_table
 from braze.ir.graph import ComputeNode, ExternNode
-from braze.lower import lower
+from braze.lower import graph_device, lower
 
 GOAL_S = 1.0
 BATCH, SEQ, DIM, HEADS = 2, 64, 128, 4
@@ -70,7 +71,7 @@ def run_once(gm) -> tuple[dict, dict]:
     clear_intern_table()
     times = {}
     clock = _Clock()
-    graph, fallbacks = lower(gm)
+    graph, fallbacks = lower(gm, target_for(graph_device(gm)))
     times["lower"] = clock.lap()
     lowered = sum(isinstance(n, (ComputeNode, ExternNode)) for n in graph.nodes)
     decisions = inline(graph)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 
 from braze import config
-from braze.backend import braze_backend
-from braze.compiler import BrazeError
-from braze.debug.explain import Report, explain
+from braze.backend import braze_backend, explain
+from braze.errors import BrazeError
+from braze.debug.explain import Report
 from braze.fuse.legality import Reason
 
 __all__ = ["compile", "explain", "config", "braze_backend", "BrazeError", "Report", "Reason"]

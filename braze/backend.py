@@ -12,6 +12,9 @@ A graph braze fails on runs eagerly with one warning naming the op, unless
 dtypes. So does a compiled graph whose first run raises (``runtime/guard.py``:
 its mutated inputs restored, then eager from that call on). Graphs with
 symbolic sizes are compiled once per concrete shape.
+
+``explain(fn, *args)`` (``braze.explain``) compiles through this backend while recording
+what it built, and gives the ``braze.debug.explain.Report``.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import functools
 import warnings
 
 import torch
+import torch.utils._pytree as pytree
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch import config as functorch_config
 from torch._functorch._aot_autograd.schemas import OutputType
@@ -27,7 +31,9 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.utils.checkpoint import CheckpointPolicy
 
 from braze import config
-from braze.compiler import BrazeError, CompiledGraph, compile_graph, load_cached
+from braze.compiler import CompiledGraph, compile_graph, load_cached
+from braze.debug.explain import Report
+from braze.errors import BrazeError
 from braze.decompositions import table
 from braze.lower import LoweringError
 from braze.runtime import trace_cache
@@ -346,3 +352,43 @@ def _debug(compiled: CompiledGraph) -> None:
         return
     from braze.debug.dump import dump
     dump(compiled)
+
+
+def explain(fn, *args, **kwargs) -> Report:
+    """``braze.explain``: compile ``fn`` for ``args`` and report what braze did
+    (``braze.debug.explain.Report``). If an output requires grad, a backward pass runs too
+    (with ``torch.autograd.grad``, so no ``.grad`` of the caller's tensors changes), to
+    compile and report the backward graph."""
+    report = Report()
+
+    def backend(gm, example_inputs):  # a fresh backend: Dynamo compiles anew for it
+        return braze_backend(gm, example_inputs)
+
+    with Recording() as recording:
+        out = torch.compile(fn, backend=backend)(*args, **kwargs)
+        _backward(out, fn, args, kwargs)
+    report.graphs += recording.graphs
+    report.failures += [f[1:] for f in recording.failures]
+    return report
+
+
+def _backward(out, fn, args, kwargs) -> None:
+    outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    leaves = _autograd_leaves(outputs)
+    if outputs and leaves:
+        torch.autograd.grad(outputs, leaves, [torch.ones_like(t) for t in outputs], allow_unused=True)
+
+
+def _autograd_leaves(outputs) -> list:
+    """Every leaf tensor the outputs depend on (closure-captured parameters too)."""
+    leaves, seen, stack = [], set(), [t.grad_fn for t in outputs if t.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        variable = getattr(fn, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.append(variable)
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return leaves

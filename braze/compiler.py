@@ -22,13 +22,13 @@ from dataclasses import dataclass
 import torch
 
 from braze import config
-from braze.codegen import backend_for
+from braze.codegen import target_for
 from braze.fuse.inline import inline
 from braze.fuse.kernel import foreach_plan, plan_kernel
 from braze.fuse.schedule import schedule
 from braze.ir.expr import clear_intern_table
 from braze.ir.graph import ERROR_RECORD, ComputeNode, ExternNode, Graph, InputNode
-from braze.lower import lower
+from braze.lower import graph_device, lower
 from braze.lower.core import constant_on
 from braze.lower.layouts import choose_layouts
 from braze.runtime import graph_cache
@@ -36,10 +36,6 @@ from braze.runtime.checks import Checks
 from braze.runtime.wrapper import Step, environment, generate
 
 _graph_ids = itertools.count()
-
-
-class BrazeError(RuntimeError):
-    """braze could not compile a graph (raised in strict mode)."""
 
 
 @dataclass
@@ -141,7 +137,8 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     """The whole pipeline: (CompiledGraph, graph cache entry or None when not cacheable)."""
     clear_intern_table()
     t = time.perf_counter()
-    graph, fallbacks = lower(gm, keep_padding=kind != "backward", group_matmuls=kind == "inference")
+    target = target_for(graph_device(gm))
+    graph, fallbacks = lower(gm, target, keep_padding=kind != "backward", group_matmuls=kind == "inference")
     restrided = restrided or kind == "forward" and any(visible is None or k >= visible
                                                        for k in graph.padded_outputs)
     timings["lower"] = _lap(t)
@@ -152,11 +149,10 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     sched = schedule(graph)
     timings["schedule"] = _lap(t)
     t = time.perf_counter()
-    backend = backend_for(graph.device)
-    steps, plans = _steps(graph, sched, getattr(backend, "supports_foreach", False))
+    steps, plans = _steps(graph, sched, target.supports_foreach)
     timings["plan"] = _lap(t)
     t = time.perf_counter()
-    built = backend.compile(plans)
+    built = target.compile(plans)
     timings["codegen+build"] = _lap(t)
     for step in steps:
         if step.kind == "kernel" and not step.skip:
@@ -170,7 +166,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     timings["wrapper"] = _lap(t)
     report = dict(
         decisions=decisions, fusion_log=sched.log,
-        kernels=[KernelInfo(p.name, p.origins, backend.name, built.shapes.get(p.name, ""), p.reads, p.writes, name)
+        kernels=[KernelInfo(p.name, p.origins, target.name, built.shapes.get(p.name, ""), p.reads, p.writes, name)
                  for p in plans],
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
@@ -203,7 +199,8 @@ def _from_entry(name: str, kind: str, gm, entry, timings: dict, constants: dict 
 
 
 def _rebuild_ir(gm: torch.fx.GraphModule, kind: str) -> Graph:
-    graph, _ = lower(gm, keep_padding=kind != "backward", group_matmuls=kind == "inference")
+    graph, _ = lower(gm, target_for(graph_device(gm)), keep_padding=kind != "backward",
+                     group_matmuls=kind == "inference")
     inline(graph)
     return graph
 

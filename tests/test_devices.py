@@ -14,7 +14,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from braze.compiler import _host_traffic
 from braze.ir.graph import InputNode
-from braze.lower import lower
+from braze.codegen import target_for
+from braze.lower import graph_device, lower
 from braze.runtime.wrapper import generate
 from helpers import check
 
@@ -26,7 +27,7 @@ def _lowered(fn, *specs):
     with FakeTensorMode():
         args = [torch.zeros(sizes, dtype=dtype, device=device) for sizes, dtype, device in specs]
         gm = make_fx(fn)(*args)
-    graph, _ = lower(gm)
+    graph, _ = lower(gm, target_for(graph_device(gm)))
     return graph
 
 

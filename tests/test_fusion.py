@@ -7,12 +7,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from braze.decompositions import table
 from braze.fuse.inline import inline
 from braze.fuse.schedule import Reason, schedule
-from braze.lower import lower
+from braze.codegen import target_for
+from braze.lower import graph_device, lower
 
 
 def groups_of(fn, *args):
     gm = make_fx(fn, decomposition_table=table())(*args)
-    graph, fallbacks = lower(gm)
+    graph, fallbacks = lower(gm, target_for(graph_device(gm)))
     decisions = inline(graph)
     sched = schedule(graph)
     return graph, decisions, sched

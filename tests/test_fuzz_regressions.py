@@ -170,3 +170,19 @@ def test_variance_over_one_element_of_nan_and_inf(backend):
                 torch.var(x.unsqueeze(-1), [0, 2], correction=0))
     check(fn, x)
     check(lambda x: 1 / torch.var_mean(x, [0], correction=0)[1], x)  # the mean of -0.0 is +0.0
+
+
+def test_gradient_of_an_empty_slice_reads_no_memory(backend):
+    """The gradient of ``x[:, -1:0:2]`` (no element) scatters an empty slice into zeros: the
+    kernel computed both sides of the never-true mask and loaded from the empty tensors' null
+    pointers (a segmentation fault). A mask known false folds away, and loads from buffers of
+    no element read 0."""
+    def fn(a):
+        return torch.softmax(a[:, -1:0:2], 0) * 2
+    check(fn, torch.randn(8, 1, dtype=torch.float64, requires_grad=True), grad=True)
+
+
+def test_concatenation_with_an_empty_tensor(backend):
+    def fn(a, e):
+        return torch.cat([a, e * 3], 1) + 1
+    check(fn, torch.randn(8, 3, requires_grad=True), torch.randn(8, 0, requires_grad=True), grad=True)

@@ -14,6 +14,8 @@ import torch.nn.functional as F
 
 import braze
 from braze import config
+from braze.codegen.cpp.policy import CppTarget
+from braze.codegen.triton.policy import TritonTarget
 from braze.fuse.inline import op_cost
 from braze.ir.expr import Op, binary, const, load, unary, var
 from helpers import check
@@ -114,11 +116,11 @@ def test_gelu_block_gradients_match_eager(backend):
         check(_gelu_block, *_gelu_args(seed), grad=True, atol=1e-4, rtol=1e-4)
 
 
-def test_op_cost_depends_on_the_device_and_the_size():
+def test_op_cost_depends_on_the_target_and_the_size():
     x = load("buf0", [var("x0", 64)], torch.float32)
     erf = binary(Op.MUL, unary(Op.ERF, x), const(0.5, torch.float32))
     cheap = binary(Op.ADD, binary(Op.MUL, x, const(2.0, torch.float32)), const(1.0, torch.float32))
-    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    cpu, cuda = CppTarget(), TritonTarget()
     assert op_cost(erf, cpu, 64) > config.inline_max_ops >= op_cost(erf, cuda, 64) == 5
     assert op_cost(erf, cpu, 1) == 5  # one element: computed once per kernel, not per element
     assert op_cost(cheap, cpu, 64) == op_cost(cheap, cuda, 64) == 2
@@ -128,7 +130,7 @@ def test_op_cost_depends_on_the_device_and_the_size():
 
 def test_large_libdevice_functions_are_costly_on_a_gpu():
     x = load("buf0", [var("x0", 64)], torch.float32)
-    cuda = torch.device("cuda")
+    cuda = TritonTarget()
     for op in (Op.SIN, Op.COS, Op.TAN):
         assert op_cost(binary(Op.MUL, unary(op, x), const(1.0, torch.float32)), cuda, 64) > config.inline_max_ops
     assert op_cost(unary(Op.EXP, x), cuda, 64) == op_cost(unary(Op.ERF, x), cuda, 64) == 4

@@ -124,12 +124,13 @@ def test_cuda_division_by_a_number_multiplies_by_its_reciprocal():
     multiply-adds (``mul_rn``); on the CPU a division."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from braze.lower import lower
+    from braze.codegen import target_for
+    from braze.lower import graph_device, lower
     bodies = {}
     for device in ("cuda", "cpu"):
         with FakeTensorMode():
             gm = make_fx(lambda x: (x / 3, torch.div(x, 3.0, rounding_mode="trunc")))(torch.empty(8, device=device))
-        graph, _ = lower(gm)
+        graph, _ = lower(gm, target_for(graph_device(gm)))
         bodies[device] = [str(node.body) for node in graph.nodes if hasattr(node, "body")]
     third = (torch.tensor(1.0) / torch.tensor(3.0)).item()
     assert bodies["cuda"] == [f"mul_rn(arg0[x0], {third!r})", f"trunc(mul_rn(arg0[x0], {third!r}))"]
@@ -142,10 +143,11 @@ def test_cuda_graph_reads_a_cpu_scalar_as_eager_does():
     (checked against eager on the GPU machine by ``test_cuda_graph_with_a_cpu_scalar_runs_compiled``)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from braze.lower import lower
+    from braze.codegen import target_for
+    from braze.lower import graph_device, lower
     with FakeTensorMode():
         gm = make_fx(lambda s, x: (x / s, x * s))(torch.empty((), device="cpu"), torch.empty(8, device="cuda"))
-    graph, _ = lower(gm)
+    graph, _ = lower(gm, target_for(graph_device(gm)))
     assert graph.device.type == "cuda"
     inputs = [(n.name, n.host_scalar) for n in graph.nodes if hasattr(n, "host_scalar")]
     assert inputs == [("arg0", True), ("arg1", False)]
@@ -179,11 +181,12 @@ def test_cuda_rsqrt_is_cudas_own():
     on the CPU ``1 / sqrt``, as eager computes it there. Lowering checked with fake tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from braze.lower import lower
+    from braze.codegen import target_for
+    from braze.lower import graph_device, lower
     for device, name in (("cuda", "cuda_rsqrt"), ("cpu", "rsqrt")):
         with FakeTensorMode():
             gm = make_fx(lambda x: (torch.rsqrt(x), x ** -0.5))(torch.empty(8, device=device))
-        graph, _ = lower(gm)
+        graph, _ = lower(gm, target_for(graph_device(gm)))
         assert [str(node.body) for node in graph.nodes if hasattr(node, "body")] == [f"{name}(arg0[x0])"] * 2
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import braze
-from braze.compiler import BrazeError
+from braze.errors import BrazeError
 from helpers import Compiled, check
 
 SCRIPT = textwrap.dedent("""
@@ -83,14 +83,15 @@ def test_an_op_whose_values_decide_its_size_is_refused_by_name():
     tensors here; torch 2.11 guessed size 1) must not become a static buffer: the
     value's gradient was wrong on the H100 (0.05 against eager's 3.19)."""
     from torch.fx.experimental.proxy_tensor import make_fx
-    from braze.lower import lower
+    from braze.codegen import target_for
+    from braze.lower import graph_device, lower
     from braze.lower.core import LoweringError
 
     def unique_sum(idx, g):
         return g.index_select(-1, torch.ops.aten._unique(idx, False)[0]).sum()
     gm = make_fx(unique_sum)(torch.tensor([2, 1, 4, 2, 2]), torch.randn(5, 5))
     with pytest.raises(LoweringError) as info:
-        lower(gm)
+        lower(gm, target_for(graph_device(gm)))
     assert "aten._unique.default" in str(info.value) and "(3,)" in str(info.value)
     assert "depends on its input's values" in str(info.value)
     torch._dynamo.config.capture_dynamic_output_shape_ops = True  # the backward then holds _unique
@@ -110,9 +111,10 @@ def test_an_op_whose_values_decide_its_size_is_refused_by_name():
 
 def test_repeat_interleave_given_its_output_size_is_not_refused():
     from torch.fx.experimental.proxy_tensor import make_fx
-    from braze.lower import lower
+    from braze.codegen import target_for
+    from braze.lower import graph_device, lower
     gm = make_fx(lambda r, x: x[torch.repeat_interleave(r, output_size=6)] * 2)(torch.tensor([1, 2, 3]), torch.randn(3))
-    lower(gm)
+    lower(gm, target_for(graph_device(gm)))
 
 
 def test_unlowered_ops_run_through_aten_and_are_counted():

@@ -11,7 +11,7 @@ import torch
 
 import braze
 from braze import backend
-from braze.compiler import BrazeError
+from braze.errors import BrazeError
 from braze.runtime.guard import guarded, mutated_inputs
 from helpers import TRITON_ONLY, Compiled
 

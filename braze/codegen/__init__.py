@@ -4,9 +4,10 @@ Takes: kernel plans. Gives: ``Built``: callable kernel objects by name, the
 wrapper's launch text for each, the generated source, each kernel's shape,
 whether the build came from the cache, and a recipe: a picklable description
 of what to load (``recipe.load(device)`` gives the same kernel objects) that the
-graph cache keeps, so a later process loads the kernels without generating them. ``backend_for(device)`` picks the
-generator: C++/OpenMP for CPU tensors (or Triton in interpreter mode when
-``config.cpu_backend == "triton"``), Triton for CUDA tensors.
+graph cache keeps, so a later process loads the kernels without generating them.
+``target_for(device)`` picks the target (``braze.target.Target``: what the passes may
+assume, and ``compile(plans)``): C++/OpenMP for CPU tensors (or Triton in interpreter mode
+when ``config.cpu_backend == "triton"``), Triton for CUDA tensors.
 """
 from __future__ import annotations
 
@@ -27,11 +28,12 @@ class Built:
     recipe: object = None  # what a later process loads instead of generating (``recipe.load(device)``); None: not cacheable
 
 
-def backend_for(device: torch.device):
+def target_for(device: torch.device):
+    device = torch.device(device)
     if device.type == "cpu" and config.cpu_backend == "cpp":
-        from braze.codegen.cpp import CppBackend
-        return CppBackend()
+        from braze.codegen.cpp.policy import CppTarget
+        return CppTarget.for_device(device)
     if device.type in ("cpu", "cuda"):
-        from braze.codegen.triton import TritonBackend
-        return TritonBackend(device)
+        from braze.codegen.triton.policy import TritonTarget
+        return TritonTarget.for_device(device)
     raise NotImplementedError(f"braze has no code generator for device {device}")

@@ -1,23 +1,16 @@
-"""``braze.explain``: what braze does with a function, for given arguments.
+"""The report of ``braze.explain``: what braze does with a function, for given arguments.
 
-Takes: a function or module and example arguments. Gives: ``Report``: the
-compiled graphs (forward, backward or inference), their kernels (each with the
+Takes: the compiled graphs and failures ``braze.backend.explain`` recorded. Gives:
+``Report``: the compiled graphs (forward, backward or inference), their kernels (each with the
 ATen ops fused into it and its backend), extern and fallback ATen calls,
 inlining decisions and the fusion log (every pair considered, with its reason),
 and a readable table as ``str(report)``.
 
-If an output requires grad, explain also runs a backward pass (with
-``torch.autograd.grad``, so no ``.grad`` of the caller's tensors changes) to
-compile and report the backward graph.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-import torch.utils._pytree as pytree
-
-from braze import backend as _backend
 from braze.fuse.legality import Reason
 
 
@@ -82,39 +75,3 @@ class Report:
         for kind, message in self.failures:
             lines.append(f"\n{kind} graph ran eagerly: {message}")
         return "\n".join(lines)
-
-
-def explain(fn, *args, **kwargs) -> Report:
-    report = Report()
-
-    def backend(gm, example_inputs):  # a fresh backend: Dynamo compiles anew for it
-        return _backend.braze_backend(gm, example_inputs)
-
-    with _backend.Recording() as recording:
-        out = torch.compile(fn, backend=backend)(*args, **kwargs)
-        _backward(out, fn, args, kwargs)
-    report.graphs += recording.graphs
-    report.failures += [f[1:] for f in recording.failures]
-    return report
-
-
-def _backward(out, fn, args, kwargs) -> None:
-    outputs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
-    leaves = _autograd_leaves(outputs)
-    if outputs and leaves:
-        torch.autograd.grad(outputs, leaves, [torch.ones_like(t) for t in outputs], allow_unused=True)
-
-
-def _autograd_leaves(outputs) -> list:
-    """Every leaf tensor the outputs depend on (closure-captured parameters too)."""
-    leaves, seen, stack = [], set(), [t.grad_fn for t in outputs if t.grad_fn is not None]
-    while stack:
-        fn = stack.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        variable = getattr(fn, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            leaves.append(variable)
-        stack.extend(next_fn for next_fn, _ in fn.next_functions)
-    return leaves

@@ -9,7 +9,7 @@ The cost model, in order:
 - stored: reductions, graph outputs, inputs of ATen calls, writes into inputs;
 - dropped: nothing reads it;
 - stored (Triton only): an expression that gathers (loads at indices it loads), read
-  by a reduction of few long rows (``legality.slow_gather_rows``): each program would
+  by a reduction of few long rows (``Target.gathers_slowly``): each program would
   wait for its gathers chunk after chunk. A loss's per-row pick from the logits, read
   by its mean, is stored by the kernel that computed the rows' max and sum;
 - inlined: read at one index by one reader, or only by pointwise readers at the
@@ -25,62 +25,33 @@ The cost model, in order:
   through residual connections): readers in other kernels would each re-read them;
 - inlined: read at several indices or by several readers, if recomputing it costs
   at most ``config.inline_max_ops`` cheap ops (an add or a multiply), each op
-  weighed by what it costs on the graph's device (``op_cost``);
+  weighed by what it costs on the graph's target (``op_cost``);
 - stored otherwise: recomputing it would cost more than a load. Readers that
   land in the same kernel as a stored buffer take its value without a load.
 
-Op costs (``op_cost``). On a CPU the vector math (glibc's libmvec) costs tens of
-cheap ops per element; measured on one AVX2 core (fp32, in L2), in adds: divide 3,
-sqrt 6, rsqrt 12, exp/log/sin/cos/atan 21-25, erf/sigmoid/log1p/tanh/expm1 29-47,
-pow 140, lgamma/digamma/erfinv (scalar code) 490-1600; an element written to
-memory and read back costs about 20. So a buffer holding such an op that two
-kernels would each recompute is cheaper stored (an MLP backward's GELU
-derivative, read by its row and its column reductions); ``exp(x - max)`` of a
-softmax, read by one row kernel that keeps it, stays inlined. On a GPU a load
-costs about 100 flops and libdevice's exp, log, erf take 10-35 instructions per element:
-recomputing is cheap, and each costly op counts 4; but sin, cos, tan, acosh and lgamma
-take 87-309 (their slow argument reductions are inlined for every element a thread
-handles; PTX for sm_90, Triton 3.6), and the code size is compile time: LLaMA's rotary
-kernel recomputing sin and cos of its angle table took 2.0-2.6 s to compile on the H100's
-host, the graph's other kernels at most 0.8 s. They count 25, over ``inline_max_ops``:
-a buffer holding one, read by several kernels, is stored. A random number (``Op.RANDOM``:
-Philox's 10 rounds, about 100 integer instructions) counts 25 on both. Costly ops count 4 on a CPU too in a
-buffer of one element (Adam's bias corrections): each kernel that reads it computes
-it once, hoisted out of its loops, where storing it would take a kernel of its own.
+Op costs (``op_cost``) come from the target (``Target.op_costs``): what recomputing each
+op costs per element, in adds, on the C++ or the Triton target (their ``policy`` modules
+say why). Costly ops count 4 in a buffer of one element (Adam's bias corrections): each
+kernel that reads it computes it once, hoisted out of its loops, where storing it would
+take a kernel of its own.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from braze import config
-from braze.fuse.legality import gathers, program_fill, slow_gather_rows
-from braze.ir.expr import EXPENSIVE, LEAVES, Expr, Op, op_count, rewrite, store_cast, substitute, walk
+from braze.fuse.legality import gathers
+from braze.ir.expr import LEAVES, Expr, Op, const, op_count, rewrite, store_cast, substitute, walk
 from braze.ir.graph import ComputeNode, ExternNode, Graph, Layout, out_vars
 
 
-_CPU_COST = {
-    **dict.fromkeys(EXPENSIVE, 4), Op.RECIPROCAL: 4, Op.RSQRT: 12,
-    **dict.fromkeys((Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.LOG10, Op.SIN, Op.COS, Op.TAN, Op.ASIN,
-                     Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.HYPOT), 20),
-    **dict.fromkeys((Op.ERF, Op.ERFC, Op.TANH, Op.SIGMOID, Op.EXPM1, Op.LOG1P, Op.ATAN2, Op.ASINH,
-                     Op.ACOSH, Op.ATANH), 40),
-    **dict.fromkeys((Op.POW, Op.LGAMMA, Op.DIGAMMA, Op.ERFINV), 100),
-    Op.RANDOM: 25,  # Philox: 10 rounds of 2 high and 2 low products, 4 xors, 2 adds; by SIMD lanes
-}
-
-
-_GPU_COST = {**dict.fromkeys(EXPENSIVE, 4),
-             **dict.fromkeys((Op.SIN, Op.COS, Op.TAN, Op.ACOSH, Op.LGAMMA, Op.RANDOM), 25)}
-
-
-def op_cost(body: Expr, device, numel: int) -> int:
+def op_cost(body: Expr, target, numel: int) -> int:
     """Cheap ops (adds, multiplies) that recomputing ``body``, a buffer of ``numel``
-    elements, costs per element on ``device`` (for one element, or no device:
-    ``op_count``'s flat weights)."""
-    if device is None or numel <= 1:
+    elements, costs per element on ``target`` (for one element: ``op_count``'s flat
+    weights)."""
+    if numel <= 1:
         return op_count(body)
-    costs = _CPU_COST if device.type == "cpu" else _GPU_COST
-    return sum(costs.get(n.op, 1) for n in walk(body) if n.op not in LEAVES)
+    return sum(target.op_costs.get(n.op, 1) for n in walk(body) if n.op not in LEAVES)
 
 
 @dataclass(frozen=True)
@@ -98,8 +69,11 @@ def inline(graph: Graph) -> list[Decision]:
     bodies: dict[str, Expr] = {}  # final body of each inlined node
     decisions: list[Decision] = []
     kept = []
+    empty = _empty_buffers(graph)
     for node in graph.nodes:
         if isinstance(node, ComputeNode):
+            if empty:
+                node.body = _without_reads_of(node.body, empty)
             node.origins = _merged_origins(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
             stored, reason = _decide(node, sites[node.name], graph, node.name in gathered_slowly,
@@ -161,13 +135,12 @@ def _sites(graph: Graph, uses: dict) -> dict[str, int]:
 
 
 def _read_by_few_long_rows(graph: Graph) -> set:
-    """Buffers read by a reduction of few long rows (``slow_gather_rows``; none on the C++
-    backend)."""
-    fill = program_fill(graph)
+    """Buffers read by a reduction of few long rows that gathers slowly on the target
+    (``Target.gathers_slowly``)."""
     found: set = set()
     for node in graph.nodes:
         if isinstance(node, ComputeNode) and node.is_reduction \
-                and slow_gather_rows(node.numel, node.reduction.numel, fill):
+                and graph.target.gathers_slowly(node.numel, node.reduction.numel):
             found.update(node.reads())
     return found
 
@@ -208,7 +181,7 @@ def _decide(node: ComputeNode, uses: int, graph: Graph, read_by_few_long_rows: b
     loads = _full_size_loads(node, graph)
     if loads > config.inline_max_loads:
         return True, f"read {uses} times, loads {loads} buffers of its size"
-    cost = op_cost(node.body, graph.device, node.numel)
+    cost = op_cost(node.body, graph.target, node.numel)
     if cost <= config.inline_max_ops:
         return False, f"read {uses} times, cheap to recompute ({cost} ops)"
     return True, f"read {uses} times, costly to recompute ({cost} ops)"
@@ -233,6 +206,25 @@ def _merged_origins(node: ComputeNode, bodies: dict, graph: Graph) -> list:
             origins.extend(o for o in graph.producer(name).origins if o not in origins)
     origins.extend(o for o in node.origins if o not in origins)
     return origins
+
+
+def _empty_buffers(graph: Graph) -> set:
+    """Names of the buffers that hold no element."""
+    names = set()
+    for node in graph.nodes:
+        outputs = node.outputs if isinstance(node, ExternNode) else [(node.name, None, node.layout)]
+        for out in outputs:
+            if out is not None and (out[2].numel if out[2] is not None else node.numel) == 0:
+                names.add(out[0])
+    return names
+
+
+def _without_reads_of(body: Expr, empty: set) -> Expr:
+    """``body`` with its loads from ``empty`` buffers read as 0. Such a load runs only on
+    the side of a condition that never holds (an element of a ``slice_scatter`` outside an
+    empty slice); kernels compute both sides of a condition, and the load itself must not
+    touch memory (a buffer of no elements may have no memory at all)."""
+    return rewrite(body, lambda e, args: const(0, e.dtype) if e.op is Op.LOAD and e.arg in empty else None)
 
 
 def _substitute_inlined(body: Expr, bodies: dict, graph: Graph) -> Expr:

@@ -389,63 +389,34 @@ def check_merge(graph: Graph, a_nodes, b_nodes) -> Verdict:
     if not verdict.ok:
         return verdict
     verdict = _mutation_reads_ok(nodes, nest)
-    fill = program_fill(graph)
     if verdict.ok:
-        verdict = _column_sums_ok(nodes, nest, graph, fill)
-    if verdict.ok and _multi_pass(nest) and few_programs(nest.outer_numel, nest.reduce_numel,
-                                                         _columnar(nodes, nest, graph), fill):
-        return Verdict(False, Reason.FEW_ROWS, f"{nest.outer_numel} rows of {nest.reduce_numel}")
-    if verdict.ok and slow_gather_rows(nest.outer_numel, nest.reduce_numel, fill):
-        gather = next((n for n in nodes if nest.roles[n.name] == INNER and gathers(n.body)), None)
-        if gather is not None:
-            return Verdict(False, Reason.SLOW_GATHER, f"{gather.name} gathers for {nest.outer_numel} rows of "
-                                                      f"{nest.reduce_numel}")
+        verdict = _column_sums_ok(nodes, nest, graph)
+    if verdict.ok:
+        verdict = graph.target.veto(nodes, nest, graph) or verdict
     if verdict.ok and not _connected(a_nodes, b_nodes) and not _shared_elements(a_nodes, b_nodes, nest):
         return Verdict(False, Reason.NOTHING_SHARED)
     return verdict
 
 
-def _column_sums_ok(nodes, nest: Nest, graph: Graph, fill: int) -> Verdict:
-    """Column sums join a row kernel in C++ (``fill`` 0), as float sums whose per-thread
+def _column_sums_ok(nodes, nest: Nest, graph: Graph) -> Verdict:
+    """Column sums join a row kernel where the target can (``Target.column_sums``), as float sums whose per-thread
     partials fit ``COLUMN_PARTIALS_MAX``, where the rows are read along them (not a
     column kernel's strided walk)."""
     columns = [n for n in nodes if nest.roles[n.name] == COLUMN]
     if not columns:
         return Verdict(True)
     names = ", ".join(n.name for n in columns)
-    if fill:
-        return Verdict(False, Reason.COLUMN_SUM, f"{names}: not C++")
+    if not graph.target.column_sums:
+        return Verdict(False, Reason.COLUMN_SUM, f"{names}: not on {graph.target.name}")
     odd = next((n for n in columns if n.reduction.op is not ReduceOp.SUM or not n.dtype.is_floating_point
                 or n.mutates), None)
     if odd is not None:
         return Verdict(False, Reason.COLUMN_SUM, f"{odd.name} is not a float sum")
     if len(columns) * nest.reduce_numel > COLUMN_PARTIALS_MAX or nest.outer_numel < 2:
         return Verdict(False, Reason.COLUMN_SUM, f"{names}: {len(columns)} × {nest.reduce_numel} columns")
-    if _columnar(nodes, nest, graph):
+    if columnar(nodes, nest, graph):
         return Verdict(False, Reason.COLUMN_SUM, f"{names}: the rows are read along columns")
     return Verdict(True)
-
-
-SPLIT_MIN_ROW = 1 << 14  # rows shorter than this are never split across programs
-SPLIT_MIN_COLUMN = 1 << 10  # columns shorter than this are never split
-COLUMN_BLOCK_MIN = 16  # the fewest columns one program of a column reduction takes
-# A column reduction is also split where its columns make fewer blocks of this many than the
-# device has SMs: one program per block would then take 16-32 columns (64-128-byte pieces of
-# each row). Measured on the H100 (`.device/colsplit.py`, fp32 sums): 16384x8192 205 -> 193
-# us, 32768x5120 263 -> 236, 8192^2 107.4 -> 106.2; 2048x16384 (256 blocks) is not split.
-COLUMN_BLOCK_WIDE = 64
-
-
-GATHER_ROW_MIN = 2048  # a reduction's row longer than this (one loop chunk) gathers in several rounds
-
-
-def slow_gather_rows(outer: int, reduce: int, fill: int) -> bool:
-    """Would a reduction of ``outer`` rows of ``reduce`` elements that gathers (loads at
-    indices it loads) wait on its gathers chunk after chunk? Fewer rows than programs fill
-    the device, each longer than ``GATHER_ROW_MIN`` and too short to be split. (A loss's
-    per-row pick from the logits, summed in one program: 8192 rows took 18 us on the H100,
-    where the kernel that computed the rows' max and sum gathers them in passing.)"""
-    return outer < fill and GATHER_ROW_MIN < reduce < SPLIT_MIN_ROW
 
 
 def gathers(body: Expr) -> bool:
@@ -453,34 +424,12 @@ def gathers(body: Expr) -> bool:
     return any(loads(index) for ld in loads(body) for index in ld.args)
 
 
-def few_programs(outer: int, reduce: int, columnar: bool, fill: int) -> bool:
-    """Would a reduction of ``outer`` rows of ``reduce`` elements, one program per row (per
-    block of columns when ``columnar``), give fewer than ``fill`` programs (two per SM) for
-    rows long enough to be split across programs instead? Columns: fewer than ``fill``
-    blocks of ``COLUMN_BLOCK_MIN``, or than ``fill / 2`` of ``COLUMN_BLOCK_WIDE``."""
-    if columnar:
-        blocks = -(-outer // COLUMN_BLOCK_MIN)
-        wide_blocks = -(-outer // COLUMN_BLOCK_WIDE)
-        return reduce >= SPLIT_MIN_COLUMN and (blocks < fill or wide_blocks < fill // 2)
-    return reduce >= SPLIT_MIN_ROW and outer < fill
-
-
-def _multi_pass(nest: Nest) -> bool:
+def multi_pass(nest: Nest) -> bool:
     """Does the kernel loop over the reduce dimensions more than once?"""
     return max(nest.levels.values()) >= 3
 
 
-def program_fill(graph: Graph) -> int:
-    """Programs that fill the device (a GPU's Triton kernels: two per SM); 0 for C++,
-    whose threads take rows, not programs."""
-    device = graph.device
-    if device is None or device.type == "cpu" and config.cpu_backend == "cpp":
-        return 0
-    from braze.codegen.triton.shapes import device_info
-    return 2 * device_info(device).sm_count
-
-
-def _columnar(nodes, nest: Nest, graph: Graph) -> bool:
+def columnar(nodes, nest: Nest, graph: Graph) -> bool:
     """Do the reductions load along the innermost outer loop (columns), in storage order?"""
     if not nest.n_outer:
         return False

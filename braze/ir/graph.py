@@ -253,6 +253,7 @@ class Graph:
     device: torch.device = torch.device("cpu")
     padded_outputs: list = field(default_factory=list)  # output indices with padded matmul rows
     checks: list = field(default_factory=list)  # CheckSite per run-time check site (``Op.CHECK``)
+    target: object = None  # the ``braze.target.Target`` the graph is compiled for
 
     def __post_init__(self):
         self.by_name: dict = {}

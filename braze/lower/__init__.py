@@ -2,15 +2,17 @@
 from braze import config
 from braze.lower import (division, externs, indexing, pointwise, pooling, random, reductions, scans,  # noqa: F401
                          scatter, views)  # (registration)
-from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Unsupported, register
+from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Unsupported, graph_device, register
 
-__all__ = ["LOWERINGS", "Lowerer", "LoweringError", "TensorValue", "Unsupported", "register", "lower"]
+__all__ = ["LOWERINGS", "Lowerer", "LoweringError", "TensorValue", "Unsupported", "graph_device", "register",
+           "lower"]
 
 
-def lower(gm, keep_padding: bool = True, group_matmuls: bool = False):
-    """Lower ``gm``; returns ``(graph, fallback op names)``. ``keep_padding``: outputs may
+def lower(gm, target, keep_padding: bool = True, group_matmuls: bool = False):
+    """Lower ``gm`` for ``target`` (``braze.target.Target``, which the graph keeps for the
+    later passes); returns ``(graph, fallback op names)``. ``keep_padding``: outputs may
     keep padded matrix product rows (not a backward's: its gradients reach the user).
     ``group_matmuls``: products of one left operand run as one (inference graphs)."""
-    lowerer = Lowerer(gm, keep_padding, group_matmuls and config.group_matmuls)
+    lowerer = Lowerer(gm, target, keep_padding, group_matmuls and config.group_matmuls)
     graph = lowerer.run()
     return graph, lowerer.fallbacks

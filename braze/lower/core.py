@@ -100,17 +100,24 @@ class TensorValue:
         return substitute(self.expr, mapping)
 
 
+def graph_device(gm: torch.fx.GraphModule) -> torch.device:
+    """The graph's device: its first tensor's, a 0-d CPU tensor beside CUDA ones aside."""
+    devices = [val.device for val in (node.meta.get("val") for node in gm.graph.nodes)
+               if isinstance(val, torch.Tensor) and val.device.type != "meta"]
+    return next((d for d in devices if d.type == "cuda"), devices[0] if devices else torch.device("cpu"))
+
+
 def constant_value(value, dtype) -> TensorValue:
     from braze.ir.expr import const
     return TensorValue(dtype, (), const(value, dtype))
 
 
 class Lowerer:
-    def __init__(self, gm: torch.fx.GraphModule, keep_padding: bool = True, group_matmuls: bool = False):
+    def __init__(self, gm: torch.fx.GraphModule, target, keep_padding: bool = True, group_matmuls: bool = False):
         self.gm = gm
         self.group_matmuls = group_matmuls  # products of one left operand as one (lower/matmul_groups.py)
         self.matmul_groups: dict | None = None  # {product node: its group}, found at the first product
-        self.graph = Graph()
+        self.graph = Graph(device=graph_device(gm), target=target)
         self.env: dict = {}
         self.node: torch.fx.Node | None = None
         self.fallbacks: list[str] = []
@@ -124,7 +131,6 @@ class Lowerer:
     # ------------------------------------------------------------------ driving
 
     def run(self) -> Graph:
-        self.graph.device = self._device()
         placeholders = 0
         for node in self.gm.graph.nodes:
             self.node = node
@@ -156,13 +162,6 @@ class Lowerer:
             return rule(self, *args)
         finally:
             self.node = current
-
-    def _device(self) -> torch.device:
-        """The graph's device: its first tensor's, a 0-d CPU tensor beside CUDA ones aside."""
-        devices = [val.device for val in (node.meta.get("val") for node in self.gm.graph.nodes)
-                   if isinstance(val, torch.Tensor) and val.device.type != "meta"]
-        return next((d for d in devices if d.type == "cuda"), devices[0] if devices else torch.device("cpu"))
-
 
     @property
     def out(self):

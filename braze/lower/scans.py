@@ -7,8 +7,8 @@ kernel. A scan along a dimension of one element is the input itself (a pointwise
 node). C++ walks each row in order with the running value in double for float32,
 as eager's CPU kernels do; Triton scans ``[XBLOCK, RBLOCK]`` chunks and carries
 the running value from chunk to chunk. On a GPU that is one program per block of
-rows, so a few long rows leave the device idle (one 4M-element cumsum on an H100:
-3.5 ms, ATen's device-wide scan 0.04 ms): those run through ATen.
+rows, so a few long rows leave the device idle: the target says which scans are worth a
+kernel (``Target.scans_rows``), the others run through ATen's device-wide scan.
 """
 from __future__ import annotations
 
@@ -23,8 +23,6 @@ from braze.lower.views import norm_dim
 aten = torch.ops.aten
 
 COMBINES = {aten.cumsum.default: "sum", aten.cumprod.default: "prod"}
-GPU_FEW_ROWS = 128  # on a GPU, scans of fewer rows than this ...
-GPU_LONG_ROW = 8192  # ... that are longer than this run through ATen
 
 
 @register(aten.cumsum.default, aten.cumprod.default)
@@ -37,8 +35,9 @@ def _cumulative(ctx, x, dim, dtype=None):
     if x.ndim == 0 or sizes[dim] == 1 or x.numel == 0:
         return finish(ctx, value, out_dtype, sizes)
     rows = x.numel // sizes[dim]
-    if ctx.out.device.type == "cuda" and rows < GPU_FEW_ROWS and sizes[dim] > GPU_LONG_ROW:
-        raise Unsupported(f"a scan of {rows} rows of {sizes[dim]} on a GPU (ATen's device-wide scan is faster)")
+    if not ctx.graph.target.scans_rows(rows, sizes[dim]):
+        raise Unsupported(f"a scan of {rows} rows of {sizes[dim]} on {ctx.graph.target.name} "
+                          "(ATen's device-wide scan is faster)")
     result = ctx.compute(out_dtype, sizes, scan(value, COMBINES[ctx.node.target], dim))
     ctx.pin(result.expr.arg, f"a cumulative {COMBINES[ctx.node.target]}")
     return result

@@ -27,7 +27,6 @@ import math
 
 import torch
 
-from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, cast, const, index, load, scatter_store, where
@@ -39,9 +38,6 @@ from braze.lower.views import norm_dim, reshape
 
 aten = torch.ops.aten
 
-ATOMIC_ADD_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)  # Triton's atomic_add
-
-
 def scatter_into(ctx, base: TensorValue, sizes, value, positions, accumulate: bool) -> TensorValue:
     """A copy of ``base`` with ``value`` (an expression over ``out_vars(sizes)``) written
     to, or added into, the element at ``positions`` for each element of ``sizes``."""
@@ -50,8 +46,8 @@ def scatter_into(ctx, base: TensorValue, sizes, value, positions, accumulate: bo
         raise Unsupported(f"scatter into {dtype}")
     if base.numel == 0 and math.prod(sizes) > 0:
         raise Unsupported("scatter into an empty tensor")
-    if accumulate and not _adds_into(ctx, dtype):
-        raise Unsupported(f"accumulating scatter into {dtype} on this backend")
+    if accumulate and not ctx.graph.target.scatter_adds(dtype):
+        raise Unsupported(f"accumulating scatter into {dtype} on {ctx.graph.target.name}")
     target = ctx.materialize(base, reason="scattered into")
     positions = [_inside(p, size) for p, size in zip(positions, base.sizes)]
     body = scatter_store(cast(value, dtypes.compute_dtype(dtype)), positions, accumulate)
@@ -65,18 +61,6 @@ def _inside(position, size: int):
     then stays affine in the loops that do not index (a row's elements, contiguous)."""
     lo, hi = S.bounds(position)
     return position if size == 0 or 0 <= lo and hi < size else S.clamp(position, 0, size - 1)
-
-
-def _adds_into(ctx, dtype) -> bool:
-    """Can the backend that runs this graph add at scattered positions into ``dtype``?"""
-    if dtype is torch.bool:
-        return False
-    device = ctx.out.device if isinstance(ctx.out, torch.Tensor) else torch.device("cpu")
-    if device.type == "cpu" and config.cpu_backend == "cpp":
-        return True  # one thread, in order
-    if torch.are_deterministic_algorithms_enabled():
-        return False  # atomics add in any order
-    return dtype in ATOMIC_ADD_DTYPES
 
 
 def _at(tv: TensorValue, vs) -> Expr:
@@ -157,7 +141,7 @@ def _index_put(ctx, x, indices, values, accumulate=False):
         if any(s != 1 for s in values.sizes[:lead]):
             raise Unsupported(f"index_put of values {list(values.sizes)} into {list(sizes)}")
         values = reshape(values, values.sizes[lead:])
-    if accumulate and not _adds_into(ctx, x.dtype):
+    if accumulate and not ctx.graph.target.scatter_adds(x.dtype):
         return _index_add(ctx, x, indices, values)
     return scatter_into(ctx, x, sizes, expand_to(values, sizes), positions, accumulate)
 

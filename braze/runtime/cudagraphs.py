@@ -21,7 +21,7 @@ import warnings
 
 import torch
 
-from braze.compiler import BrazeError
+from braze.errors import BrazeError
 
 
 def why_not_capturable(compiled) -> str | None:

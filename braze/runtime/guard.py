@@ -30,7 +30,7 @@ import torch
 from torch._functorch.aot_autograd import make_boxed_func
 
 from braze import config
-from braze.compiler import BrazeError
+from braze.errors import BrazeError
 from braze.runtime.checks import CheckFailed
 
 

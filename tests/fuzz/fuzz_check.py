@@ -237,7 +237,7 @@ def _chain(exc):
 
 def _braze_failure(exc) -> str | None:
     """``fallback`` or ``internal error`` for an exception from braze; None if not braze's."""
-    from braze.compiler import BrazeError
+    from braze.errors import BrazeError
     from braze.lower import LoweringError
     chain = _chain(exc)
     for k, e in enumerate(chain):

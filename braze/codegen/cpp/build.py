@@ -9,44 +9,18 @@ compiler.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import shlex
-import shutil
 import subprocess
 import threading
 
 from braze import config
+from braze.codegen.host_compiler import CompileError, compiler_identity
 from braze.runtime import cache
-
-
-class CompileError(RuntimeError):
-    pass
 
 
 _loaded: dict = {}
 _lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=None)
-def compiler_identity(cxx: str) -> str:
-    """What makes a built library specific to this machine: the compiler binary
-    (path, size, mtime: no subprocess on the warm path) and the CPU."""
-    path = shutil.which(cxx)
-    if path is None:
-        raise CompileError(f"braze: C++ compiler {cxx!r} not found; set BRAZE_CXX")
-    info = os.stat(os.path.realpath(path))
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("model name", "flags")):
-                    cpu += line
-                if line.startswith("flags"):
-                    break
-    except OSError:
-        pass
-    return f"{os.path.realpath(path)}:{info.st_size}:{int(info.st_mtime)}:{cpu}"
 
 
 def flags() -> list:

@@ -35,7 +35,7 @@ import sysconfig
 import threading
 
 from braze import config
-from braze.codegen.cpp.build import CompileError, compiler_identity
+from braze.codegen.host_compiler import CompileError, compiler_identity
 from braze.runtime import cache
 
 SOURCE = r"""

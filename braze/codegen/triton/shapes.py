@@ -37,7 +37,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from braze.fuse.legality import INNER, REDUCTION, few_programs, reads_columns
+from braze.codegen.triton.policy import few_programs
+from braze.fuse.legality import INNER, REDUCTION, reads_columns
 from braze.ir import simplify as S
 from braze.ir.expr import Op, free_vars, walk
 from braze.ir.graph import ReduceOp
@@ -77,34 +78,43 @@ SCAN_RBLOCK_MAX = 1024
 @dataclass(frozen=True)
 class DeviceInfo:
     """What launch parameters are computed from. ``sm_count`` decides shapes (the same
-    on a GPU and under the interpreter); the rest sizes blocks: how many programs fill
-    the device, and the most elements a block of a reduction or a pointwise kernel holds."""
+    on a GPU and under the interpreter): ``fill``, two programs per SM, is how many programs
+    fill the device. The rest sizes blocks: ``min_programs``, the programs a block size is
+    shrunk to reach (``fill`` on a GPU; 1 under the interpreter, whose cost is per program),
+    and the most elements a block of a reduction or a pointwise kernel holds."""
     name: str
     sm_count: int
-    fill: int  # programs wanted at least
+    min_programs: int  # programs a block size is shrunk to reach
     block_elements: int = 2048  # reductions: XBLOCK * RBLOCK at most
     pointwise_block: int = 1024
     loop_rows: int = 1  # rows per program of a looped reduction
     tile: int = 64  # the side of a tile (tiled kernels) and the columns of a column reduction
     splits: int = 0  # programs per row of a split reduction (0: from fill)
 
+    @property
+    def fill(self) -> int:
+        """Programs that fill the device: two per SM."""
+        return 2 * self.sm_count
+
 
 def gpu_info(name: str, sm_count: int) -> DeviceInfo:
-    return DeviceInfo(name, sm_count, fill=2 * sm_count)
+    return DeviceInfo(name, sm_count, min_programs=2 * sm_count)
 
 
 # CPU tests (TRITON_INTERPRET=1) choose shapes as for the H100 the code is written for,
 # but with large blocks: the interpreter's cost is per program and per operation, not
 # per element (a kernel is the same text whatever its block sizes).
-INTERPRETER = DeviceInfo("interpreter (H100 shapes)", 132, fill=1, block_elements=1 << 15,
+INTERPRETER = DeviceInfo("interpreter (H100 shapes)", 132, min_programs=1, block_elements=1 << 15,
                          pointwise_block=1 << 14, loop_rows=64, tile=1024, splits=8)
 
 
 @functools.lru_cache(maxsize=None)
 def device_info(device) -> DeviceInfo:
-    if getattr(device, "type", "cpu") != "cuda":
-        return INTERPRETER
+    """The device's facts; the interpreter's for CPU tensors, and for CUDA ones where no GPU
+    is present (a graph of fake CUDA tensors lowered in a test)."""
     import torch
+    if getattr(device, "type", "cpu") != "cuda" or not torch.cuda.is_available():
+        return INTERPRETER
     props = torch.cuda.get_device_properties(device)
     return gpu_info(props.name, props.multi_processor_count)
 
@@ -168,7 +178,7 @@ def _blocks_1d(name: str, sizes: list, device: DeviceInfo) -> Shape:
     largest loop needs, halved (down to 128) while all loops together give fewer blocks
     than the device's fill."""
     block = min(device.pointwise_block, next_pow2(max(sizes)))
-    while block > 128 and sum(cdiv(n, block) for n in sizes) < device.fill:
+    while block > 128 and sum(cdiv(n, block) for n in sizes) < device.min_programs:
         block //= 2
     grid = (sum(cdiv(n, block) for n in sizes), 1, 1)
     return Shape(name, {"XBLOCK": block}, _warps(block, 256, 4), grid)
@@ -203,7 +213,7 @@ def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
     ynumel = math.prod(v.size for v in plan.outer[:split])
     xnumel = math.prod(v.size for v in plan.outer[split:])
     yblock, xblock = min(device.tile, next_pow2(ynumel)), min(device.tile, next_pow2(xnumel))
-    while yblock * xblock > 256 and cdiv(ynumel, yblock) * cdiv(xnumel, xblock) < device.fill:
+    while yblock * xblock > 256 and cdiv(ynumel, yblock) * cdiv(xnumel, xblock) < device.min_programs:
         if yblock >= xblock:
             yblock //= 2
         else:
@@ -230,7 +240,7 @@ def _scan(plan, device: DeviceInfo) -> Shape:
 def _reduction(plan, device: DeviceInfo) -> Shape:
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     orientation = "column" if plan.outer and _columnar(plan) else "row"
-    if _splittable(plan) and few_programs(xnumel, rnumel, orientation == "column", 2 * device.sm_count):
+    if _splittable(plan) and few_programs(xnumel, rnumel, orientation == "column", device.fill):
         return _split(plan, orientation, device)
     if orientation == "column":
         return _column(xnumel, rnumel, device, _half_width(plan))
@@ -281,7 +291,7 @@ def loop_warps(elements: int) -> int:
 def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
     rblock = next_pow2(rnumel)
     xblock = min(next_pow2(xnumel), max(1, device.block_elements // rblock))
-    while xblock > 1 and cdiv(xnumel, xblock) < device.fill:
+    while xblock > 1 and cdiv(xnumel, xblock) < device.min_programs:
         xblock //= 2
     return Shape("row", {"XBLOCK": xblock, "RBLOCK": rblock}, row_warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1))
@@ -294,7 +304,7 @@ def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = Fal
     (`.device/coltile2.py`) 4096x16384 68 -> 77 % of copy, 4096x32000 79 -> 88 %,
     16384x16384 84 -> 94 % (Inductor 83, 87, 92)."""
     xblock = min(device.tile, next_pow2(xnumel))
-    while not half_width and xblock > 16 and cdiv(xnumel, xblock) < device.fill:
+    while not half_width and xblock > 16 and cdiv(xnumel, xblock) < device.min_programs:
         xblock //= 2
     elements = device.block_elements * (4 if half_width else 1)
     rblock = min(next_pow2(rnumel), max(1, elements // xblock))
@@ -344,7 +354,7 @@ def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     xblock = min(next_pow2(xnumel), 64 if column else 8)
     rblock = max(16, _split_tile(plan, column, device) // xblock)
     xblocks = cdiv(xnumel, xblock)
-    wanted = max(device.splits or cdiv(SPLIT_FILLS * device.fill, xblocks), cdiv(rnumel, LANE_CHAIN_MAX * rblock))
+    wanted = max(device.splits or cdiv(SPLIT_FILLS * device.min_programs, xblocks), cdiv(rnumel, LANE_CHAIN_MAX * rblock))
     splits = max(2, min(wanted, cdiv(rnumel, rblock), 1024))
     chunk = cdiv(cdiv(rnumel, splits), rblock) * rblock
     splits = cdiv(rnumel, chunk)

@@ -30,7 +30,7 @@ The cost model, in order:
   land in the same kernel as a stored buffer take its value without a load.
 
 Op costs (``op_cost``). On a CPU the vector math (glibc's libmvec) costs tens of
-cheap ops per element; measured on one AVX2 core (fp32, in L2), in adds: divide 3,
+cheap ops per element; on one AVX2 core (fp32, in L2), in adds: divide 3,
 sqrt 6, rsqrt 12, exp/log/sin/cos/atan 21-25, erf/sigmoid/log1p/tanh/expm1 29-47,
 pow 140, lgamma/digamma/erfinv (scalar code) 490-1600; an element written to
 memory and read back costs about 20. So a buffer holding such an op that two
@@ -41,8 +41,8 @@ costs about 100 flops and libdevice's exp, log, erf take 10-35 instructions per 
 recomputing is cheap, and each costly op counts 4; but sin, cos, tan, acosh and lgamma
 take 87-309 (their slow argument reductions are inlined for every element a thread
 handles; PTX for sm_90, Triton 3.6), and the code size is compile time: LLaMA's rotary
-kernel recomputing sin and cos of its angle table took 2.0-2.6 s to compile on the H100's
-host, the graph's other kernels at most 0.8 s. They count 25, over ``inline_max_ops``:
+kernel recomputing sin and cos of its angle table was by far its graph's slowest kernel
+to compile (docs/benchmarks.md, "Compile time"). They count 25, over ``inline_max_ops``:
 a buffer holding one, read by several kernels, is stored. A random number (``Op.RANDOM``:
 Philox's 10 rounds, about 100 integer instructions) counts 25 on both. Costly ops count 4 on a CPU too in a
 buffer of one element (Adam's bias corrections): each kernel that reads it computes

@@ -431,8 +431,8 @@ SPLIT_MIN_COLUMN = 1 << 10  # columns shorter than this are never split
 COLUMN_BLOCK_MIN = 16  # the fewest columns one program of a column reduction takes
 # A column reduction is also split where its columns make fewer blocks of this many than the
 # device has SMs: one program per block would then take 16-32 columns (64-128-byte pieces of
-# each row). Measured on the H100 (`.device/colsplit.py`, fp32 sums): 16384x8192 205 -> 193
-# us, 32768x5120 263 -> 236, 8192^2 107.4 -> 106.2; 2048x16384 (256 blocks) is not split.
+# each row), too narrow to read at the memory's rate; row chunks over several programs keep
+# 64 columns a program (``python -m benchmarks.column_sums``). 2048x16384 (256 blocks) is not split.
 COLUMN_BLOCK_WIDE = 64
 
 
@@ -443,8 +443,9 @@ def slow_gather_rows(outer: int, reduce: int, fill: int) -> bool:
     """Would a reduction of ``outer`` rows of ``reduce`` elements that gathers (loads at
     indices it loads) wait on its gathers chunk after chunk? Fewer rows than programs fill
     the device, each longer than ``GATHER_ROW_MIN`` and too short to be split. (A loss's
-    per-row pick from the logits, summed in one program: 8192 rows took 18 us on the H100,
-    where the kernel that computed the rows' max and sum gathers them in passing.)"""
+    per-row pick from the logits, summed in one program, waits on each chunk's gathers
+    before the next; the kernel that computes the rows' max and sum gathers them in
+    passing instead: docs/benchmarks.md, "Reductions by layout".)"""
     return outer < fill and GATHER_ROW_MIN < reduce < SPLIT_MIN_ROW
 
 

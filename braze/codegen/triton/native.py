@@ -8,9 +8,10 @@ builds the extension in a thread (the backend calls it when a CUDA graph
 arrives); ``enabled()`` waits for that build and says whether it worked;
 ``expected()`` does not wait (compile jobs ask it).
 
-Why: Triton builds a C launcher per distinct kernel signature, a C compile of
-about 0.2 s each on the H100's host, half of a typical kernel's compile job
-(measured with ``.device/tritonstages.py``). braze's kernels take pointers
+Why: Triton builds a C launcher per distinct kernel signature, a C compile that
+is about half of a typical kernel's compile job (docs/benchmarks.md, "Compile
+time"; a launch through it also costs more host time: ``python -m
+benchmarks.launch_overhead``). braze's kernels take pointers
 only, so one launcher serves them all: built once per machine (cached on disk
 by its source, the compiler's identity as the C++ backend computes it, and the
 Python ABI), it packs each pointer (a tensor's ``data_ptr()`` or an int) and

@@ -42,7 +42,7 @@ recomputing is cheap, and each costly op counts 4; but sin, cos, tan, acosh and 
 take 87-309 (their slow argument reductions are inlined for every element a thread
 handles; PTX for sm_90, Triton 3.6), and the code size is compile time: LLaMA's rotary
 kernel recomputing sin and cos of its angle table was by far its graph's slowest kernel
-to compile (docs/benchmarks.md, "Compile time"). They count 25, over ``inline_max_ops``:
+to compile (docs/benchmarks.md, "Where compile time goes"). They count 25, over ``inline_max_ops``:
 a buffer holding one, read by several kernels, is stored. A random number (``Op.RANDOM``:
 Philox's 10 rounds, about 100 integer instructions) counts 25 on both. Costly ops count 4 on a CPU too in a
 buffer of one element (Adam's bias corrections): each kernel that reads it computes

@@ -18,7 +18,7 @@ Values that depend on no loop variable (a scalar's loads and the math on them:
 Adam's bias corrections, two ``pow``) are computed once, ahead of the parts, as
 the C++ foreach does. Compile time grows faster than the number of parts
 (ptxas, mostly: each IEEE division has a slow path; docs/benchmarks.md,
-"Compile time"), hence
+"Where compile time goes"), hence
 ``config.foreach_max_parts``; groups of equal text (same sizes, same math) are
 one module. Flat ``if``s, not an ``elif`` chain: nested regions made Triton's
 own passes several times slower on 32 parts.

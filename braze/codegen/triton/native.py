@@ -9,8 +9,8 @@ arrives); ``enabled()`` waits for that build and says whether it worked;
 ``expected()`` does not wait (compile jobs ask it).
 
 Why: Triton builds a C launcher per distinct kernel signature, a C compile that
-is about half of a typical kernel's compile job (docs/benchmarks.md, "Compile
-time"; a launch through it also costs more host time: ``python -m
+is about half of a typical kernel's compile job (docs/benchmarks.md, "Where
+compile time goes"; a launch through it also costs more host time: ``python -m
 benchmarks.launch_overhead``). braze's kernels take pointers
 only, so one launcher serves them all: built once per machine (cached on disk
 by its source, the compiler's identity as the C++ backend computes it, and the
@@ -23,7 +23,7 @@ no cooperative or programmatic launch, no scratch memory, pointer and constexpr
 arguments only, and a parameter list the driver confirms (``cuFuncGetParamInfo``:
 the pointers, then ``extra`` 8-byte scratch pointers Triton appends, passed as
 null). Anything else, a driver without that call or a build that fails, goes
-through Triton's own launcher, as before. ``config.native_launch`` turns it off.
+through Triton's own launcher. ``config.native_launch`` turns it off.
 """
 from __future__ import annotations
 

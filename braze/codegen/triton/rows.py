@@ -24,7 +24,7 @@ Every other family (and booleans) goes through ``tl.reduce`` with its combine, a
 the loops. max/min combine with ``maximum_nan``/``minimum_nan``:
 ``tl.maximum(..., propagate_nan=ALL)``, one ``max.NaN.f32`` instruction on sm_80 and
 later, no dearer than ``tl.max``, which would drop a NaN.
-Sums are float32 trees, as before (a block's tree reduction stays in float32).
+Sums are float32 trees, as in the loops (a block's tree reduction stays in float32).
 """
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill 
 # A reduction lane that folds more elements than this in sequence keeps float32 sums and
 # moments in float64 (``kernel._long_lanes``). A split reduction takes enough splits (up to
 # 1024) that its lanes stay below it: float64 Welford, with a division per element, runs far
-# below the memory's rate (ResNet-50's BatchNorm statistics; docs/benchmarks.md, "Normalizations").
+# below the memory's rate (ResNet-50's BatchNorm statistics; docs/benchmarks.md, "Reductions by layout").
 LANE_CHAIN_MAX = 32
 WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
 # A scan folds a row of up to SCAN_ROW_MAX elements as one chunk (no running value), a longer one in

@@ -41,8 +41,8 @@ _LAYER_NORM_OF_ONE_CUDA = ("normalizing over one element makes the output the bi
 _CLOSER = "braze is the closer to float64 (its largest error against a float64 run is below eager's, shown)"
 _UNIQUE = ("refused on purpose (lower/core.py, _values_decide_size): the backward sums the gradient at the unique "
            "indices, and aten._unique's result size depends on the values; torch 2.11 (CUDA and CPU) traced it with the "
-           "fixed size (1,), from which braze computed a wrong value gradient (0.05 against eager's 3.19 on the "
-           "H100), so that backward graph now runs through ATen")
+           "fixed size (1,), from which braze would compute a wrong value gradient (0.05 against eager's 3.19 on the "
+           "H100), so that backward graph runs through ATen")
 
 CAUSES: dict = {
     "pow@float32": _ILL_CONDITIONED_POW,
@@ -53,7 +53,7 @@ CAUSES: dict = {
     "nn.functional.layer_norm@float32@cuda": _LAYER_NORM_OF_ONE_CUDA,
     "__rmod__@int64@cuda": ("integer remainder by zero is undefined: eager's CPU kernel raises ZeroDivisionError, "
                             "its CUDA kernel returns 2**32 - 1, braze's 0. On the H100 the differing elements of "
-                            "samples #3 to #5 were exactly their 1, 9 and 9 zero divisors (.device/sweepbugs.py)"),
+                            "samples #3 to #5 are exactly their 1, 9 and 9 zero divisors"),
     "atanh@float32@cuda": "ill-conditioned near |x| = 1, where the gradient 1/(1 - x**2) is large; " + _CLOSER,
     "nn.functional.conv2d@float32@cuda": "the convolution runs through ATen (cuDNN) in both; " + _CLOSER,
     "linalg.householder_product@float32@cuda": _CLOSER,

@@ -43,8 +43,8 @@ for _op in EXTERNS:
 @register(aten.mm.default, aten.addmm.default)  # replaces the plain rule above
 def _matmul_rule(ctx, *args, **kwargs):
     """A CUDA matrix product whose rows are not a multiple of 16 bytes long is stored
-    with padded rows: cuBLAS then takes an aligned kernel (GPT-2's 50257-word logits:
-    3.3 ms unaligned, 0.6 ms padded on an H100; the wrapper pads the right operand).
+    with padded rows: cuBLAS then takes an aligned kernel, several times faster on
+    GPT-2's 50257-word logits (the wrapper pads the right operand).
     An ``addmm`` whose bias braze's kernels can add is split (``bias_in_kernels``);
     products of one left operand in an inference graph run as one (``matmul_groups``)."""
     group = group_of(ctx, ctx.node)
@@ -62,9 +62,9 @@ def bias_in_kernels(node) -> bool:
     the kernels that read the product? So when every reader (through views) is an op
     braze generates code for: the bias then costs no pass of its own, where cuBLAS's
     addmm first copies the bias into the result (CPU) or picks a slower kernel with a
-    bias epilogue (fp32 on an H100: BERT's 768-wide projections 0.20 against 0.13 ms).
-    Only in float32: in bf16 the split cost 1 % of the GPU time of BERT, ViT and GPT-2
-    inference (`.device/knobab.py`) and would round the product before the bias."""
+    bias epilogue (fp32 on an H100: BERT's 768-wide projections). Only in float32: in
+    bf16 the split made BERT, ViT and GPT-2 inference slightly slower on the GPU and
+    would round the product before the bias (docs/benchmarks.md, "Matrix products")."""
     if not config.addmm_bias_in_kernels or node.kwargs.get("alpha", 1) != 1 or node.kwargs.get("beta", 1) != 1:
         return False
     bias = node.args[0]

@@ -10,8 +10,8 @@ values downstream of a clone (or of an argument with other strides) are recomput
 in the graph's own fake mode, so the convolutions' outputs and the pointwise ops
 after them (BatchNorm, ReLU, residual adds) carry channels-last strides the way eager
 computes them; braze's kernels then store in that layout. cuDNN runs NHWC
-convolutions without converting on each call (ResNet-50 in bf16 on an H100 spent 1.1 ms
-per step converting NCHW to NHWC and back).
+convolutions without converting on each call (given NCHW tensors in bf16, it converts
+each to NHWC and back, a sizeable share of a ResNet-50 step on a GPU).
 
 Outputs the user sees keep eager's strides (the lowering reads them from
 ``output.meta["braze_layouts"]``). Outputs saved for the backward keep channels-last,
@@ -79,8 +79,9 @@ def _strides(t: torch.Tensor) -> tuple:
 def _propagate(gm: torch.fx.GraphModule, args, convs: bool) -> None:
     """Recompute fake values in order, inserting channels-last clones in front of convolution
     arguments that need them. Only nodes downstream of a change are recomputed (FakeTensor
-    dispatch costs about 0.5 ms a node): a placeholder whose real argument has other
-    strides, a convolution given a clone, and whatever reads a value whose layout moved."""
+    dispatch is costly per node, and this runs in a graph's first call): a placeholder
+    whose real argument has other strides, a convolution given a clone, and whatever
+    reads a value whose layout moved."""
     mode = _fake_mode(gm)
     changed = set()
     for node, arg in zip(gm.graph.find_nodes(op="placeholder"), args or ()):

@@ -7,8 +7,8 @@ the group's one product.
 ``mm(x, W1ᵀ)``, ``mm(x, W2ᵀ)``, ``mm(x, W3ᵀ)`` (a transformer's query, key and value
 projections; LLaMA's gate and up) become ``mm(x, cat([W1, W2, W3])ᵀ)``, each
 original product a column slice of it; ``addmm`` groups concatenate their biases
-too. One product instead of three: fewer cuBLAS calls, whose host time is what
-inference at small batches waits for (17-30 µs each on the H100 machine), and one
+too. One product instead of three: fewer cuBLAS calls, whose host time (several times
+a plain kernel launch's) is what inference at small batches waits for, and one
 wider matrix whose tiles fill the GPU better. The concatenation is one kernel per
 call, fused with whatever produces the weights (autocast's casts to bf16).
 

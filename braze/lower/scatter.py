@@ -150,7 +150,7 @@ def _index_add(ctx, x, indices, values):
     """An accumulating ``index_put`` into a dtype Triton has no atomic add for (bf16),
     with one index tensor on the first dimension (an embedding's backward): ATen's
     ``index_add``, which adds with atomics on a GPU; eager's ``index_put`` sorts the
-    indices first (2.8 ms of BERT's training step on an H100)."""
+    indices first (a radix sort and tens of kernels per call)."""
     idx = indices[0] if len(indices) == 1 else None
     if idx is None or idx.dtype not in (torch.int64, torch.int32) or x.ndim == 0 or x.dtype is torch.bool \
             or torch.are_deterministic_algorithms_enabled():

@@ -11,8 +11,8 @@ block goes back to a free list and the next request of the same size gets it.
 Why: glibc returns freed memory at the top of the heap to the kernel once more than
 a threshold lies free, and a training step frees and reallocates megabytes each
 step. Every page of a new allocation then costs a page fault and a zeroing in the
-kernel: a small MLP's training step took 700-1100 faults a step, most of them in the
-matrix products that write its weight gradients (docs/benchmarks.md, seventh session).
+kernel: a small MLP's training step took hundreds of faults a step, most of them in
+the matrix products that write its weight gradients (docs/benchmarks.md, "CPU kernels").
 
 A block is leased as a ``ctypes`` array object that ``torch.frombuffer`` keeps
 alive; the lease's ``__del__`` runs when the storage is released and hands the block

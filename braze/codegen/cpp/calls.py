@@ -10,18 +10,14 @@ Why: libmvec's functions follow the vector ABI, which saves no vector register
 across a call. In a loop body that keeps many values live around the call (GELU's
 derivative inside a LayerNorm backward: the gradient, the normalized input, the
 partial sums), GCC spills and reloads them around every call. In a loop of their
-own, the calls see only their argument and result. Measured (one thread, the
-generated code timed through ``ctypes``, fastest of 10 interleaved rounds of 200
-calls, 256×1024 fp32): the MLP step's LayerNorm+GELU backward row kernel 0.525 →
-0.483 ms, its forward row kernel (``erff``) 0.345 → 0.330; the LayerNorm+GELU
-workload (4096×1024, both compiled in one process, fastest of 16 rounds) 5.70 →
-5.23 ms.
+own, the calls see only their argument and result (timings: docs/benchmarks.md,
+"CPU kernels").
 
 Only where the main loop needs part of an argument as well (GELU's input, whose
 square goes to ``expf``): that part is kept from the arguments loop in a scratch
 array. Where nothing but the call's result is live across it (softmax's
-``exp(x - max)``, summed and kept), the loops of their own only add scratch traffic:
-4096×1024 softmax took 6.1 ms against 4.8. Only calls whose argument holds no other
+``exp(x - max)``, summed and kept), the loops of their own only add scratch traffic
+(a softmax was slower with them). Only calls whose argument holds no other
 call are moved (a call of a call stays in the main loop), and only calls that depend
 on the lane variable: the others are computed once per row already.
 

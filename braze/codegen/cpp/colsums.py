@@ -12,10 +12,8 @@ Why: computed by a kernel of its own, such a sum reads again, from memory, what 
 row kernel had in registers (and the row kernel stores it for that reader alone).
 Here it costs one add per element into an array that stays in the thread's cache.
 The partials are double, so a sum over many rows keeps the float32 accuracy of the
-column kernel's double accumulators (``columns``). Measured on the MLP training step
-(256 rows, 512-1024-1024-10): its backward runs 3 kernels instead of 8, and its
-wrapper took 18.21 against 18.47 ms with one thread, 10.13 against 10.73 with two
-(both compiled in one process, fastest of 150 calls each, interleaved).
+column kernel's double accumulators (``columns``). The MLP training step's backward
+runs 3 kernels instead of 8 (docs/benchmarks.md, "CPU kernels").
 """
 from __future__ import annotations
 

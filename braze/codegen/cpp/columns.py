@@ -11,12 +11,10 @@ a wide slice is a long run the hardware prefetcher follows, where a narrow one
 (64 columns of a 2048-wide fp32 matrix: 256 bytes, then the next row 8 KiB away)
 waits on memory every row. The row loop is unrolled ``UNROLL`` times, each copy
 folding one row in order, so each column still sums its rows one by one (the same
-result) while its accumulator is loaded and stored once per ``UNROLL`` rows.
-Measured (2048² fp32 ``sum(0)``, one thread, medians of one interleaved run): 64-column
-blocks 2.9 ms; 2048-column blocks 1.8 ms; and unrolled by 2, 4 or 8: 1.4, 1.3, 1.5 ms
-(eager 3.1 ms). A float32 sum kept in double adds the unrolled rows in float and the
-partial into the double once (a scratch script, 1 thread, three alternating processes,
-fastest call: 2048² 0.92-0.99 → 0.84-0.88 ms; 256×1024 0.051 → 0.044 ms).
+result) while its accumulator is loaded and stored once per ``UNROLL`` rows (4 was
+faster than 2 or 8). A float32 sum kept in double adds the unrolled rows in float and
+the partial into the double once, not a conversion and a double add per element.
+Timings: docs/benchmarks.md, "CPU kernels".
 """
 from __future__ import annotations
 

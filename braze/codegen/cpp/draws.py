@@ -12,9 +12,8 @@ random value qualifies when its offset steps by one per step of the loop variabl
 (element ``i`` of a row-major tensor along its last dimension), so a block of
 ``lanes`` numbers covers ``lanes * words / 4`` counters, plus one where the block
 does not start at a counter's first word. The tail after the last block, and the
-loop shapes that do not run in blocks, draw per element (the same numbers).
-Measured (dropout of 4M float32, one thread, a scratch C++ loop): 37.0 ms per
-element, 10.5 ms drawn by blocks of 16, bit for bit the same.
+loop shapes that do not run in blocks, draw per element (the same numbers, bit for
+bit). Timings: docs/benchmarks.md, "CPU kernels".
 """
 from __future__ import annotations
 

@@ -10,16 +10,12 @@ Takes: a ``CppKernel`` (shape ``row``, or ``split`` for ``emit_lanes``). Gives:
   partial holds only ``CHUNK`` elements, so the sum stays within the default
   tolerance of the exact sum rounded to float32 (at 8 elements it no longer does, on
   2048-element sums).
-  Measured (4096×1024 fp32 softmax, one thread, medians of one interleaved run):
-  4.7 ms with double lanes, 4.3 with float partials (eager 5.5).
 - ``moment_keeps`` and ``TwoPass``: a row's mean and M2 (LayerNorm's var_mean) as a sum,
   then the sum of squared deviations from the mean over the row kept in a scratch
   array, instead of Welford's update in double (a serial chain of six double
   operations per element). Two passes are at least as exact as Welford; the kept row
   also serves the normalizing loop, which then reads one float instead of recomputing
-  the row from its inputs. Measured (bias+residual+LayerNorm, 4096×1024 bf16, one
-  thread, medians of one interleaved run): 5.6 ms Welford, 3.8 ms two passes from the
-  kept row with float partials (eager 5.4).
+  the row from its inputs. Timings of both: docs/benchmarks.md, "CPU kernels".
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ that loop's variable with a constant changes value (``torch.cat`` and ``F.pad`` 
 the last dimension: ``x2 < 64``), and ``over_piece``, which rewrites an expression over
 a variable of one range. In a piece such a comparison is a constant, so a ``where``
 keeps one branch, and the loads of the branch not taken disappear with their clamped
-positions (which GCC vectorizes as gathers, not contiguous loads). Measured (rotary
-embedding, 16×1024×128 fp32 ``x * cos + cat([-x2, x1]) * sin``, one thread, medians of
-one interleaved run): 3.1 ms in one loop, 0.9 ms in two pieces (eager 4.4).
+positions (which GCC vectorizes as gathers, not contiguous loads): a rotary
+embedding's ``cat([-x2, x1])`` runs several times faster in two pieces than in one
+loop (docs/benchmarks.md, "CPU kernels").
 """
 from __future__ import annotations
 

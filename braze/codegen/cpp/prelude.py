@@ -11,8 +11,8 @@ translation units that call them.
 
 _TEMPLATE = r"""
 #include <stdint.h>
-// glibc's C <math.h>, not libstdc++'s wrapper around <cmath>: its templates cost 0.13 s of
-// parsing in every translation unit (a small graph's build 0.20 -> 0.07 s). Generated code
+// glibc's C <math.h>, not libstdc++'s wrapper around <cmath>: its templates cost more parsing
+// in every translation unit than a small graph's kernels themselves. Generated code
 // names each function's float or double variant itself; f_floordiv<float> below calls the
 // double floor and copysign, which are exact.
 #define _GLIBCXX_INCLUDE_NEXT_C_HEADERS
@@ -34,11 +34,11 @@ BRAZE_INLINE bf16_t f32_to_bf16(float f) {
 }
 
 // NaN-propagating: a NaN ``a`` is kept; a NaN ``b`` fails the comparison and is taken (one test of
-// ``b`` fewer than testing it for NaN: a 4096x1024 softmax's max loop 0.5 -> 0.45 ms)
+// ``b`` fewer than testing it for NaN, in every max loop of a softmax)
 template <typename T> BRAZE_INLINE T b_max(T a, T b) { return (a != a) ? a : (a > b ? a : b); }
 template <typename T> BRAZE_INLINE T b_min(T a, T b) { return (a != a) ? a : (a < b ? a : b); }
 // fmax/fmin: a NaN operand loses to a number. As selects, so GCC vectorizes them (libm's
-// fmaxf and fminf are calls: a clamp ran 25x slower than a multiply-add)
+// fmaxf and fminf are calls, which leave a clamp's loop scalar)
 template <typename T> BRAZE_INLINE T b_fmax(T a, T b) { return (b != b || a > b) ? a : b; }
 template <typename T> BRAZE_INLINE T b_fmin(T a, T b) { return (b != b || a < b) ? a : b; }
 template <typename T> BRAZE_INLINE T i_max(T a, T b) { return a > b ? a : b; }
@@ -68,7 +68,7 @@ template <typename T> BRAZE_INLINE T i_fmod(T a, T b) {
   if (b == 0 || b == -1) return 0;
   return a % b;
 }
-// fmod of floats without glibc's fmodf (a bit loop, about 30 ns): when |a / b| < 2^28 the
+// fmod of floats without glibc's fmodf (a slow bit loop per call): when |a / b| < 2^28 the
 // double quotient truncates to the true one (its error is below 2^-25, and a quotient that is
 // not an integer is at least 2^-24 from one), q * b is exact in double (28 + 24 bits), so
 // a - q * b is the exact remainder. Huge quotients, zero and non-finite operands take fmodf.
@@ -238,8 +238,8 @@ BRAZE_INLINE float b_uniform(uint32_t w) {
   return (float)(x ^ (x >> 31)) * 4.6566127342e-10f;
 }
 // Box-Muller on a pair of words, as Triton's tl.randn: u1 = max(uniform, 1e-7) by masks, not
-// a select (which GCC leaves as control flow before logf's vector call: x + randn of 4M
-// float32 drawn by blocks 91 -> 31 ms in a scratch loop)
+// a select (which GCC leaves as control flow before logf's vector call, so the loop would not
+// vectorize)
 BRAZE_INLINE float b_box_muller(uint32_t first, uint32_t second) {
   const float u = b_uniform(first), th = 6.283185307179586f * b_uniform(second);
   const uint32_t keep = -(uint32_t)(u > 1.0e-7f);
@@ -346,8 +346,8 @@ _FLOAT_FMOD_USERS = ("b_fmodf(", "f_mod(", "f_floordiv(")
 
 
 def prelude(kernels_source: str) -> str:
-    """The prelude for these kernels: the vector float fmod (40 ms of a build) only where
-    they call it."""
+    """The prelude for these kernels: the vector float fmod (a noticeable share of a
+    build's compile time) only where they call it."""
     uses = any(name in kernels_source for name in _FLOAT_FMOD_USERS)
     head = _HEAD.replace("{FLOAT_FMOD}", _VECTOR_FMOD if uses else _SCALAR_FMOD)
     return head + _STREAM if "b_stream(" in kernels_source else head

@@ -15,14 +15,10 @@ non-temporal store writes whole lines without reading them. Each thread fences i
 stores before the region's barrier, so readers after the kernel see them.
 
 Only where the kernel moves at least ``config.cpp_stream_min_bytes`` (the last-level
-cache): a smaller output would still be in the cache for its reader. Measured on this
-2-core AMD EPYC (``relu(x + y)``, 4M fp32, inputs in sets that do not fit in the 32 MiB
-L3): written by hand and timed through ctypes (medians of 60 interleaved calls), one
-thread 2.68 ms with plain stores, 2.04 / 1.97 / 2.37 ms through blocks of 64 / 256 / 1024
-elements, two threads 2.25 against 1.49 ms (blocks of 64); braze's kernel, knob off and
-on (medians of 80 interleaved calls), 2.16 → 1.90 ms and 1.67 → 1.46 ms. Tried and not
-kept: a transposing kernel's tile rows (2048² fp32 ``x.t() + y``: 8.1 ms either way at
-one thread, within noise at two; its strided reads bound it).
+cache): a smaller output would still be in the cache for its reader. Blocks of a few
+hundred elements stream best; much larger ones lose the scratch array from L1. A
+transposing kernel's tile rows keep plain stores: its strided reads bound it, and
+streaming them gained nothing. Timings: docs/benchmarks.md, "CPU kernels".
 """
 from __future__ import annotations
 
@@ -129,13 +125,11 @@ def _calls_library(plan, level: int, r) -> bool:
 class RowStream:
     """The values a row kernel's last loop stores along the row: each block of lanes is
     computed into a scratch array and streamed at the block's end (the tail of the row
-    keeps plain stores). Measured (4096×1024 fp32, one and two threads, medians of 80
-    interleaved calls): RMSNorm 2.73 → 1.81 ms and 1.74 → 1.26 ms. Not where the loop
-    holds a vector-math call (``erff`` of LayerNorm+GELU: 5.9 → 6.3 ms at one thread,
-    3.8 → 4.1 at two; softmax's ``expf``, kept from the loop before, within noise): a
-    loop bound by its arithmetic hides the line reads of plain stores, and its
-    non-temporal stores then only cost. Streaming a whole row at its end instead of
-    each block cost 5-7 % on both."""
+    keeps plain stores): RMSNorm's rows then move each output byte once. Not where the
+    loop holds a vector-math call (``erff`` of LayerNorm+GELU, softmax's ``expf``, kept
+    from the loop before): a loop bound by its arithmetic hides the line reads of plain
+    stores, and its non-temporal stores then only cost. Streaming a whole row at its end
+    instead of each block was slower on both (docs/benchmarks.md, "CPU kernels")."""
 
     def __init__(self, kernel):
         self.kernel = kernel

@@ -10,9 +10,8 @@ Both loops are cut into ``edge``×``edge`` tiles (in parallel). Inside a tile, e
 strided load whose position runs contiguously along the other tiled loop ``a`` is
 first copied into a local ``scratch`` array: rows of the tile read contiguously
 (``a`` innermost, vectorized) and written transposed into L1-resident scratch; the
-tile's body then reads scratch contiguously along ``z``, vectorized like the rest.
-Measured on this machine (2048² fp32 ``x.t() + y``, one thread): strided reads
-in the body 15.6 ms, scratch with 32-element tiles 10.3 ms, 64-element 5.8 ms.
+tile's body then reads scratch contiguously along ``z``, vectorized like the rest
+(wider tiles were faster: docs/benchmarks.md, "CPU kernels").
 Tiles are 64 wide while the scratch arrays fit in 16 KiB (half of L1), else 32.
 """
 from __future__ import annotations

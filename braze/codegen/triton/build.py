@@ -211,8 +211,8 @@ def _read(path: str | None) -> str:
 
 def _from_triton_cache(binary: str, fn, signature: dict, constexprs: dict):
     """The kernel Triton cached under hash ``binary``, or None. What ``triton.compile``
-    does on a cache hit, without computing the hash: that costs 20 ms per kernel, and
-    hashing Triton's own sources 0.4 s once per process (Triton 3.6's cache layout)."""
+    does on a cache hit, without computing the hash: that costs time per kernel, and
+    hashing Triton's own sources more once per process (Triton 3.6's cache layout)."""
     try:
         from triton.compiler.compiler import CompiledKernel
         from triton.runtime.cache import get_cache_manager

@@ -17,11 +17,11 @@ part whose positions reach 2**31 indexes in int64, the others in int32.
 Values that depend on no loop variable (a scalar's loads and the math on them:
 Adam's bias corrections, two ``pow``) are computed once, ahead of the parts, as
 the C++ foreach does. Compile time grows faster than the number of parts
-(ptxas, mostly: each IEEE division has a slow path; Adam for sm_90 on a 2-core
-CPU: 0.4 s for one tensor, 1.9 s for 8, 6 s for 16, 14 s for 32), hence
+(ptxas, mostly: each IEEE division has a slow path; docs/benchmarks.md,
+"Where compile time goes"), hence
 ``config.foreach_max_parts``; groups of equal text (same sizes, same math) are
 one module. Flat ``if``s, not an ``elif`` chain: nested regions made Triton's
-own passes three times slower on 32 parts.
+own passes several times slower on 32 parts.
 """
 from __future__ import annotations
 

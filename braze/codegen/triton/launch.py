@@ -8,9 +8,9 @@ one small function per plan, ``kernelN(buf0, buf3, ...)``, and
 On a GPU the launcher calls the compiled binary directly (no argument binding,
 no specialization, no cache lookups): one alignment check, the current
 stream, one launch through braze's one C launcher (``native.py``) where it can
-run the kernel, else through Triton's C launcher for the kernel (on an H100:
-3.7-4.8 us and 4.3-5.9 us of host time per launch, against 12-18 us through
-Triton's ``fn[grid](...)``). A tensor whose data pointer is not 16-byte
+run the kernel, else through Triton's C launcher for the kernel: a fraction of
+the host time of Triton's ``fn[grid](...)`` (``python -m
+benchmarks.launch_overhead``). A tensor whose data pointer is not 16-byte
 aligned (a view with an odd offset) takes Triton's own launch path, which
 specializes for it.
 Under the interpreter the launcher calls the kernel through ``fn[grid](...)``.

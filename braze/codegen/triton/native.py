@@ -8,9 +8,10 @@ builds the extension in a thread (the backend calls it when a CUDA graph
 arrives); ``enabled()`` waits for that build and says whether it worked;
 ``expected()`` does not wait (compile jobs ask it).
 
-Why: Triton builds a C launcher per distinct kernel signature, a C compile of
-about 0.2 s each on the H100's host, half of a typical kernel's compile job
-(measured with ``.device/tritonstages.py``). braze's kernels take pointers
+Why: Triton builds a C launcher per distinct kernel signature, a C compile that
+is about half of a typical kernel's compile job (docs/benchmarks.md, "Where
+compile time goes"; a launch through it also costs more host time: ``python -m
+benchmarks.launch_overhead``). braze's kernels take pointers
 only, so one launcher serves them all: built once per machine (cached on disk
 by its source, the compiler's identity as the C++ backend computes it, and the
 Python ABI), it packs each pointer (a tensor's ``data_ptr()`` or an int) and
@@ -22,7 +23,7 @@ no cooperative or programmatic launch, no scratch memory, pointer and constexpr
 arguments only, and a parameter list the driver confirms (``cuFuncGetParamInfo``:
 the pointers, then ``extra`` 8-byte scratch pointers Triton appends, passed as
 null). Anything else, a driver without that call or a build that fails, goes
-through Triton's own launcher, as before. ``config.native_launch`` turns it off.
+through Triton's own launcher. ``config.native_launch`` turns it off.
 """
 from __future__ import annotations
 

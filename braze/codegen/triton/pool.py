@@ -7,8 +7,8 @@ it, None)``, or when the worker failed, with ``("", error text)``; the caller
 then loads the binary in-process by its hash. ``start(arch)`` launches the workers
 early (the backend calls it when a graph with CUDA inputs arrives): while
 AOTAutograd traces, each imports Triton and, given the GPU architecture, compiles
-one throwaway kernel, paying the first compile's one-time costs (0.6 s for sm_90
-on this project's machines) before any real kernel waits for it.
+one throwaway kernel, paying the first compile's one-time costs (most of a
+second for sm_90) before any real kernel waits for it.
 
 Why processes: Triton's front end is Python and holds the GIL, so threads give
 about 1.5x on many kernels. The workers are plain ``python worker.py``

@@ -24,7 +24,7 @@ Every other family (and booleans) goes through ``tl.reduce`` with its combine, a
 the loops. max/min combine with ``maximum_nan``/``minimum_nan``:
 ``tl.maximum(..., propagate_nan=ALL)``, one ``max.NaN.f32`` instruction on sm_80 and
 later, no dearer than ``tl.max``, which would drop a NaN.
-Sums are float32 trees, as before (a block's tree reduction stays in float32).
+Sums are float32 trees, as in the loops (a block's tree reduction stays in float32).
 """
 from __future__ import annotations
 
@@ -61,8 +61,9 @@ def _moments(kernel, acc, member, printer: Printer) -> list:
     """[mean, m2, count]: the mean from a sum, then the sum of squared deviations from it
     (two passes over the register-resident row, as Inductor's persistent Welford). The
     mean's rounding error d adds n * d^2 to m2, relatively (d / std)^2: 1e-8 for a row of
-    4096 near 1000 with unit spread. Correcting it by the deviations' sum cost a LayerNorm+GELU
-    row 3 % on the H100 (``.device/statvariants.py``: 100.4 against 97.7 us)."""
+    4096 near 1000 with unit spread. Correcting it by the deviations' sum would cost a third
+    row sum, which a memory-bound LayerNorm+GELU row pays for in time
+    (``python -m benchmarks.layernorm_variants``; docs/benchmarks.md, "Normalizations")."""
     value = printer(member.value)
     text = acc.element(printer.tensor(value, member.value.dtype), None)[0]
     dtype = acc.acc_dtype

@@ -55,22 +55,23 @@ PERSISTENT_MAX = 16384  # longest row kept in registers, in elements
 PERSISTENT_BYTES = 32768  # ... and in bytes of its widest buffer
 ROW_WARPS_MAX = 16  # 512 threads: 32 elements each at 16384
 LOOP_RBLOCK = 2048  # chunk of a reduction loop
-# Elements of a loop chunk per warp: 4 per thread (16 warps at 2048). Measured on the H100
-# (`.device/cesweep.py`, cross-entropy's online max and sum of exponentials over 8192x32000 fp32):
-# 8 per thread (8 warps) 375 us, 4 per thread 358-360 us (a plain Triton row sum: 346-355).
+# Elements of a loop chunk per warp: 4 per thread (16 warps at 2048). More warps keep more
+# loads in flight on a long row; at 8 per thread a looped row (cross-entropy's online max and
+# sum of exponentials) ran measurably slower (docs/benchmarks.md, "Reductions by layout").
 LOOP_WARP_ELEMENTS = 128
 COLUMN_SPLIT_TILE = 2048  # elements of a split column reduction's [RBLOCK, XBLOCK] tile
 SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill of programs
+# (more were no faster and slowed other splits: ``python -m benchmarks.split_fills``)
 # A reduction lane that folds more elements than this in sequence keeps float32 sums and
 # moments in float64 (``kernel._long_lanes``). A split reduction takes enough splits (up to
-# 1024) that its lanes stay below it: float64 Welford, a division per element, ran a
-# ResNet-50 BatchNorm's statistics at 1.4 TB/s on an H100.
+# 1024) that its lanes stay below it: float64 Welford, with a division per element, runs far
+# below the memory's rate (ResNet-50's BatchNorm statistics; docs/benchmarks.md, "Reductions by layout").
 LANE_CHAIN_MAX = 32
 WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
 # A scan folds a row of up to SCAN_ROW_MAX elements as one chunk (no running value), a longer one in
-# chunks of SCAN_RBLOCK_MAX. Measured on the H100 (`.device/scanvariants.py`, exp+cumsum 8192x4096
-# fp32, float64 scan): chunks of 1024, two rows a program, 8 warps 99.7 us; one chunk of 4096, 16
-# warps 93.7 us (the copy 94.1 us).
+# chunks of SCAN_RBLOCK_MAX. One chunk carries no running value and no reduction of each chunk's
+# total, and runs a 4096-element row at the copy's rate; chunks of 1024 were slower
+# (`python -m benchmarks.scan_variants`; docs/benchmarks.md, "Scans").
 SCAN_ROW_MAX = 4096
 SCAN_RBLOCK_MAX = 1024
 
@@ -276,10 +277,11 @@ def _row_itemsize(plan) -> int:
 
 
 def row_warps(elements: int) -> int:
-    """Warps of a persistent row block: 32 elements per thread (4 warps for 4096). Measured on
-    the H100 (`.device/rowwarps.py`): best or within 2 % of the best of 1-16 warps on LayerNorm,
-    LayerNorm+GELU, RMSNorm and softmax rows of 512-8192 elements, fp32 and bf16; 8 elements
-    per thread (16 warps at 4096) left LayerNorm+GELU bf16 16384x4096 at 164 us, now 131."""
+    """Warps of a persistent row block: 32 elements per thread (4 warps for 4096). A sweep
+    of 1-16 warps on the H100 found it the best, or within noise of the best, for LayerNorm,
+    LayerNorm+GELU, RMSNorm and softmax rows of 512-8192 elements, fp32 and bf16; fewer
+    elements per thread were slower on the LayerNorm rows (docs/benchmarks.md,
+    "Normalizations")."""
     return _warps(elements, 1024, ROW_WARPS_MAX)
 
 
@@ -300,9 +302,9 @@ def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
 def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = False) -> Shape:
     """``[RBLOCK, XBLOCK]`` blocks of the device's block elements, columns halved while the
     programs do not fill the device. One half-width input (``_half_width``) takes four times
-    the elements and keeps ``device.tile`` columns: bf16 column sums on the H100
-    (`.device/coltile2.py`) 4096x16384 68 -> 77 % of copy, 4096x32000 79 -> 88 %,
-    16384x16384 84 -> 94 % (Inductor 83, 87, 92)."""
+    the elements and keeps ``device.tile`` columns, so a program has as many bytes in
+    flight as a float32 one (``python -m benchmarks.column_sums``; docs/benchmarks.md,
+    "Reductions by layout")."""
     xblock = min(device.tile, next_pow2(xnumel))
     while not half_width and xblock > 16 and cdiv(xnumel, xblock) < device.min_programs:
         xblock //= 2
@@ -328,8 +330,8 @@ def _splittable(plan) -> bool:
 
 def _split_tile(plan, column: bool, device: DeviceInfo) -> int:
     """Elements of a split reduction's tile: ``COLUMN_SPLIT_TILE`` for a column split,
-    doubled where it loads half the bytes (``_half_width``; bf16 column sums on the H100,
-    `.device/coltile.py`: 8192x8192 71 -> 73 % of copy, 32768x1024 51 -> 56 %)."""
+    doubled where it loads half the bytes (``_half_width``), for as many bytes in flight
+    as a float32 tile."""
     if not column:
         return min(device.block_elements // 2, 2048)
     return COLUMN_SPLIT_TILE * (2 if _half_width(plan) else 1)
@@ -339,8 +341,8 @@ def _half_width(plan) -> bool:
     """Does a column reduction load at most 2 bytes per element of its reduced loop (one
     bf16 or fp16 input)? Its blocks then take more elements, for as many bytes in flight as
     a float32 input. Not with Welford's three accumulators per element (ResNet-50's
-    BatchNorm statistics ran slower), nor for ``sum(x * y)`` in bf16 (4 bytes: 84 % of
-    copy at 2048 elements a split tile, 72 % at 4096)."""
+    BatchNorm statistics ran slower), nor for ``sum(x * y)`` in bf16 (4 bytes an element
+    already: larger split tiles were slower)."""
     rvars = set(plan.reduce)
     loads = {(e.arg, e.args[0]) for e in walk(plan.expressions())
              if e.op is Op.LOAD and free_vars(e.args[0]) & rvars}

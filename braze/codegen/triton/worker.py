@@ -2,7 +2,7 @@
 
 Run as a script (``python worker.py [ARCH]``, by ``pool.py``): it imports Triton only
 (not torch, not braze), compiles one throwaway kernel for GPU architecture ARCH if
-given (a process's first compile costs 0.6 s more than later ones), then reads jobs
+given (a process's first compile costs far more than later ones), then reads jobs
 from stdin and answers on stdout, each a length-prefixed pickle. A job names a kernel module file, a function in it, its
 signature, constexprs, launch options, the GPU architecture, Triton's cache
 directory and whether Triton's C launcher is wanted (not when braze's own,
@@ -72,8 +72,8 @@ def compile_job(job: dict) -> str:
 
 def _build_launcher(kernel) -> None:
     """Build Triton's C launcher for the kernel's signature into the cache too: a C
-    compile per distinct signature (about 75 ms on the H100's host) that the parent
-    would otherwise run, one kernel after the other, when it loads the binary. Best
+    compile per distinct signature that the parent would otherwise run, one kernel
+    after the other, when it loads the binary. Best
     effort: without a CUDA driver here, the parent builds it."""
     try:
         from triton.backends.nvidia.driver import CudaLauncher

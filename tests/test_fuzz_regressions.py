@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import check
+from helpers import check, check_low_precision
 
 TORCH_2_13 = torch.__version__ < "2.14"
 
@@ -186,3 +186,24 @@ def test_concatenation_with_an_empty_tensor(backend):
     def fn(a, e):
         return torch.cat([a, e * 3], 1) + 1
     check(fn, torch.randn(8, 3, requires_grad=True), torch.randn(8, 0, requires_grad=True), grad=True)
+
+
+def test_layer_norm_of_a_stored_half_value_reads_one_value(backend):
+    """A fused LayerNorm over a float16 member that is also an output: its mean (taken in the
+    reduce loop) and the elements it is subtracted from (recomputed in the normalizing loop)
+    must be the same value. One read the rounded value and the other the unrounded one: over
+    equal elements the difference of a rounding, times the large rstd of a near-zero
+    variance, gave 5e-3 where eager gives 1e-6."""
+    def fn(a, idx):
+        rows = ((a.expand(3, 1).abs() + 0.5) ** 0.5)[idx]
+        return F.layer_norm(rows, [2, 1], eps=1e-3), rows.transpose(2, -1)
+    check_low_precision(fn, torch.tensor([0.7], dtype=torch.float16), torch.tensor([[0, 2]]))
+
+
+def test_layer_norm_of_an_inlined_half_value_reads_one_value(backend):
+    """The same over a member the kernel computes in float32 and stores rounded: rounding the
+    recomputed elements but not the mean made the same error the other way round."""
+    def fn(a):
+        v = torch.hypot(a, a)
+        return F.layer_norm(torch.stack([torch.stack([v, v], 0)] * 2, 2), [2], eps=1e-3)
+    check_low_precision(fn, torch.tensor([0.7], dtype=torch.float16))

@@ -20,7 +20,7 @@ import torch
 
 from braze.fuse.legality import COLUMN, INNER, REDUCTION, Nest, assign_levels, build_nest, write_index
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, cast, free_vars, rewrite, store_cast, substitute, var, walk
+from braze.ir.expr import Expr, Op, free_vars, rewrite, store_cast, substitute, var, walk
 from braze.ir.graph import (ERROR_RECORD, ERROR_RECORD_SIZE, ComputeNode, Graph, ReduceOp, out_vars,
                             reduce_vars)
 
@@ -173,6 +173,8 @@ def _members(graph: Graph, nodes: list, nest: Nest, escaping: set) -> list:
             body, written_at = body.args[0], body.args[1:]
         else:
             written_at = write_index(node, nest)
+        if not node.is_reduction:
+            body = unrounded(body)
         value = _resolve(body, by_name, nest, level, expanded, same_level_values=True)
         if role == INNER:
             expanded[node.name] = _resolve(body, by_name, nest, level, expanded, same_level_values=False)
@@ -202,18 +204,17 @@ def _resolve(body: Expr, members: dict, nest: Nest, level: int, expanded: dict,
         producer = members[e.arg]
         role = nest.roles[e.arg]
         if role == INNER and (nest.levels[e.arg] != level or not same_level_values):
-            return _as_stored(expanded[e.arg], producer.dtype)
+            return store_cast(expanded[e.arg], producer.dtype)
         return store_cast(value_of(producer), producer.dtype)
     return rewrite(body, visit)
 
 
-def _as_stored(value: Expr, dtype) -> Expr:
-    """A member's value recomputed where its ``VALUE`` is not live, rounded to its stored
-    dtype for good: the recomputation equals the value read at its own level (which is the
-    rounded one), so a LayerNorm's mean and the elements it is taken from agree."""
-    if value.op is Op.CAST and value.arg == "store":
-        value = value.args[0]
-    return cast(value, dtype)
+def unrounded(body: Expr) -> Expr:
+    """A pointwise body without the rounding to its stored dtype that ends it (a store casts
+    it again). Readers in the kernel take a member's value unrounded, whether they read its
+    live ``VALUE`` or recompute it in a later loop: every read then sees one value (a
+    LayerNorm's mean and the elements it subtracts it from agree)."""
+    return body.args[0] if body.op is Op.CAST and body.arg == "store" else body
 
 
 def value_of(node: ComputeNode) -> Expr:
@@ -228,7 +229,7 @@ def value_of(node: ComputeNode) -> Expr:
         else:
             dtype = node.body.dtype
     else:
-        dtype = node.body.dtype
+        dtype = unrounded(node.body).dtype
     return Expr(Op.VALUE, dtype, (), node.name)
 
 

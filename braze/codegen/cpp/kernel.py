@@ -39,7 +39,7 @@ sums over a row kernel's rows (``plan.columns``, kept as per-thread partials:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from braze.codegen.cpp.accumulate import Accumulator, accumulator_for, result_of
 from braze.codegen.cpp.calls import block_calls
@@ -58,7 +58,7 @@ from braze.codegen.emitter import CPP_INDENT, Emitter
 from braze.fuse.kernel import KernelPlan, Member
 from braze.fuse.legality import COLUMN
 from braze.ir import simplify as S
-from braze.ir.expr import Op, free_vars, walk
+from braze.ir.expr import Expr, Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
@@ -186,7 +186,7 @@ class CppKernel:
         clause = f" collapse({collapse})" if collapse > 1 else ""
         return f"#pragma omp for{' simd' if simd else ''}{clause} schedule(static){' nowait' if nowait else ''}"
 
-    def open_loops(self, loop_vars, indent: str) -> str:
+    def open_loops(self, loop_vars: Sequence[Expr], indent: str) -> str:
         """A ``for`` over each loop variable, outermost first; gives the indent inside."""
         for v in loop_vars:
             self.emitter.emit(indent, f"for (int64_t {v.name} = 0; {v.name} < {v.size}; {v.name}++) {{")
@@ -200,15 +200,15 @@ class CppKernel:
 
     # ------------------------------------------------------------------ members
 
-    def members_at(self, level: int) -> list:
+    def members_at(self, level: int) -> list[Member]:
         """The members computed at ``level``, but the column sums (``colsums``)."""
         return [m for m in self.plan.members if m.level == level and m.role != COLUMN]
 
-    def columns_at(self, level: int) -> list:
+    def columns_at(self, level: int) -> list[Member]:
         """The column sums (``colsums``) that add up an element at ``level``."""
         return [m for m in self.plan.columns if m.level == level]
 
-    def preload(self, members, printer: CPrinter) -> None:
+    def preload(self, members: list[Member], printer: CPrinter) -> None:
         """Load every element this body reads from a buffer it also overwrites before
         any store: all readers then see the old value (loads are shared)."""
         overwritten = set(self.plan.reads) & set(self.plan.writes)
@@ -233,7 +233,7 @@ class CppKernel:
 
     # ------------------------------------------------------------------ reductions
 
-    def accumulators(self, members) -> list:
+    def accumulators(self, members: list[Member]) -> list[Accumulator]:
         """The accumulators of ``members`` (reductions), bound to each in ``accs``: those
         folding the same value in the same way share one (a variance's mean and m2)."""
         unique: dict = {}
@@ -287,8 +287,8 @@ class CppKernel:
         """Are the members ``e`` reads (VALUE) all finished (earlier levels' results)?"""
         return all(n.arg in self.values for n in walk(e) if n.op is Op.VALUE)
 
-    def lane_body(self, level: int, indent: str, lane: str, block: tuple | None = None,
-                  narrow: dict | None = None, drawn: dict | None = None) -> None:
+    def lane_body(self, level: int, indent: str, lane: str, block: tuple[str, str] | None = None,
+                  narrow: dict[int, Accumulator] | None = None, drawn: dict[int, str] | None = None) -> None:
         """One element of a reduce loop at ``level``, folded into lane ``lane`` of each
         accumulator; ``block``: (count, 1/count) of a block, for Welford; ``narrow``:
         id(accumulator) -> the float partial to fold into instead (``lanes.emit_lanes``);
@@ -334,7 +334,7 @@ class CppKernel:
         return ([m.value for m in members] + [m.reduce_index for m in members if m.reduce_index is not None]
                 + [e for e, _ in self.keep.get(level, [])] + [m.value for m in self.columns_at(level)])
 
-    def declare(self, accs: list, size: int, indent: str, count: str | None = None) -> None:
+    def declare(self, accs: list[Accumulator], size: int, indent: str, count: str | None = None) -> None:
         """Arrays of ``size`` elements for each field of ``accs``, the first ``count``
         (default all) set to the field's initial value."""
         em = self.emitter
@@ -400,12 +400,12 @@ class CppKernel:
             self.lane_body(level, ind, "l", block, narrow, block_memo)
         return head, body
 
-    def wide_sums(self, level: int) -> list:
+    def wide_sums(self, level: int) -> list[Accumulator]:
         """The accumulators of ``level`` that sum float32 in double."""
         found = {id(self.accs[m.name]): self.accs[m.name] for m in self.members_at(level) if m.reduce_op}
         return [a for a in found.values() if a.wide and a.family == "sum"]
 
-    def merge_lanes(self, accs: list, lanes: int, indent: str) -> None:
+    def merge_lanes(self, accs: list[Accumulator], lanes: int, indent: str) -> None:
         """Fold lanes 1 .. ``lanes - 1`` of each accumulator into lane 0."""
         em = self.emitter
         if lanes > 1 and accs:

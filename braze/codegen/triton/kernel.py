@@ -40,7 +40,7 @@ from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import finish_level
 from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
-from braze.fuse.kernel import KernelPlan
+from braze.fuse.kernel import KernelPlan, Member
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
 # then folds more than LANE_CHAIN_MAX (32) elements in sequence (64 if autotuning halves
@@ -415,7 +415,7 @@ class TritonKernel:
         # an online sum is finished after the max it is relative to
         return sorted(unique.values(), key=lambda item: item[0].family == "online")
 
-    def elements(self, acc, member, printer: Printer) -> list:
+    def elements(self, acc: Accumulator, member: Member, printer: Printer) -> list[str]:
         """The fields of each lane's element, neutral where the lane is outside the row."""
         value = printer(member.value)
         index = printer(member.reduce_index) if member.reduce_index is not None else None
@@ -429,7 +429,7 @@ class TritonKernel:
             out.append(constants[k] if text is None else self.as_lanes(text, axes[k], f.neutral))
         return out
 
-    def as_lanes(self, text: str, axes, neutral: str) -> str:
+    def as_lanes(self, text: str, axes: frozenset, neutral: str) -> str:
         """``text`` (varying along ``axes``) as a full ``[XBLOCK, RBLOCK]`` block, lanes
         past the row holding ``neutral``."""
         if "r" in self.unmasked:
@@ -465,11 +465,11 @@ class TritonKernel:
         em.emit(indent, f"{total} = tl.reduce({lanes}, {self.reduce_axis}, add, keep_dims=True)")
         return [total]
 
-    def reduce(self, acc, fields: list, indent: str) -> list:
+    def reduce(self, acc: Accumulator, fields: list[str], indent: str) -> list[str]:
         """Fold ``fields`` along the reduce axis by the accumulator's combine."""
         return self.tree(fields, acc.combine, indent)
 
-    def tree(self, fields: list, combine: str, indent: str) -> list:
+    def tree(self, fields: list[str], combine: str, indent: str) -> list[str]:
         """One ``tl.reduce`` of ``fields`` (a tuple if several) along the reduce axis by
         ``combine``; returns the names of the results."""
         em = self.emitter
@@ -479,7 +479,7 @@ class TritonKernel:
         em.emit(indent, f"{', '.join(outs)} = tl.reduce({args}, {self.reduce_axis}, {combine}, keep_dims=True)")
         return outs
 
-    def finish(self, acc, owners, fields: list, printer: Printer) -> None:
+    def finish(self, acc: Accumulator, owners: list[Member], fields: list[str], printer: Printer) -> None:
         """Bind each member's result and store it."""
         for m in owners:
             result = Term(acc.result(m.reduce_op, fields), frozenset("x"))

@@ -3,7 +3,9 @@
 Takes: a reduction member of a kernel plan. Gives: ``Accumulator``: the C fields
 it keeps (one array element per SIMD lane or column), their initial values, the
 statement that folds one value in, the statement that merges two partial
-results (lanes, threads), and which field holds each member's result.
+results (lanes, threads), and which field holds each member's result. The families
+and which field holds a result are ``braze.ir.reductions``'; the C fields are ``v``
+(the value), ``i`` (the index), ``mean``, ``m2`` and ``n`` (the count).
 
 Numerics follow eager: max/min propagate NaN; argmax/argmin return the first
 index of the extreme value (NaN counts as the extreme); variance is Welford's
@@ -17,15 +19,9 @@ import torch
 
 from braze.codegen.cpp.exprs import ctype, literal
 from braze.ir import dtypes
-from braze.ir.graph import ReduceOp
+from braze.ir.reductions import BOOL_FAMILY, FAMILY, INDEX_RESULTS, RESULT_FIELD, WIDE_FAMILIES
 
-FAMILY = {
-    ReduceOp.SUM: "sum", ReduceOp.PROD: "prod", ReduceOp.MAX: "max", ReduceOp.MIN: "min",
-    ReduceOp.ANY: "any", ReduceOp.ALL: "all", ReduceOp.ARGMAX: "argmax", ReduceOp.ARGMIN: "argmin",
-    ReduceOp.WELFORD_MEAN: "welford", ReduceOp.WELFORD_M2: "welford",
-}
-RESULT_FIELD = {ReduceOp.ARGMAX: "i", ReduceOp.ARGMIN: "i", ReduceOp.WELFORD_MEAN: "mean",
-                ReduceOp.WELFORD_M2: "m2"}
+SUFFIX = {"value": "v", "index": "i", "mean": "mean", "m2": "m2"}  # a result field's C suffix
 
 
 @dataclass
@@ -39,7 +35,7 @@ class Accumulator:
     def wide(self) -> bool:
         """float32 sums and moments accumulate in double: a long sequential
         sum then loses no more than eager's cascade summation."""
-        return not self.partial and self.dtype is torch.float32 and self.family in ("sum", "welford")
+        return not self.partial and self.dtype is torch.float32 and self.family in WIDE_FAMILIES
 
     def narrow(self) -> "Accumulator":
         """The float32 partial of a wide sum, folded into it every few blocks: each
@@ -63,7 +59,7 @@ class Accumulator:
         if self.family in ("argmax", "argmin"):
             return [("v", t, _extreme(d, lowest=self.family == "argmax")), ("i", "int64_t", "0")]
         if d is torch.bool:
-            return [("v", "bool", "true" if self.family in ("all", "min", "prod") else "false")]
+            return [("v", "bool", "true" if BOOL_FAMILY.get(self.family, self.family) == "all" else "false")]
         init = {"sum": "0", "prod": "1", "any": "false", "all": "true",
                 "max": _extreme(d, lowest=True), "min": _extreme(d, lowest=False)}[self.family]
         return [("v", t, init)]
@@ -122,7 +118,7 @@ class Accumulator:
     def _fold(self, acc: str, value: str) -> str:
         f, d = self.family, self.dtype
         if d is torch.bool or f in ("any", "all"):
-            return f"({acc} || {value})" if f in ("any", "max", "sum") else f"({acc} && {value})"
+            return f"({acc} || {value})" if BOOL_FAMILY.get(f, f) == "any" else f"({acc} && {value})"
         if f == "sum":
             return f"({acc} + {value})"
         if f == "prod":
@@ -145,7 +141,7 @@ def accumulator_for(member, name: str) -> Accumulator:
 
 def result_of(member, acc: Accumulator, at) -> str:
     """The member's result read from fields ``at(suffix)``, in the member's dtype."""
-    field = at(RESULT_FIELD.get(member.reduce_op, "v"))
-    if acc.wide and member.reduce_op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+    field = at(SUFFIX[RESULT_FIELD.get(member.reduce_op, "value")])
+    if acc.wide and member.reduce_op not in INDEX_RESULTS:
         return f"((float){field})"
     return field

@@ -30,11 +30,16 @@ main loop (``pending``: the names of those members).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from braze.codegen.cpp.exprs import FLOAT_FUNCS, ctype, value_op
 from braze.codegen.cpp.prelude import VECTOR_MATH
 from braze.ir.expr import Expr, Op, free_vars, search, walk
+
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
 
 LIBRARY_CALLS = frozenset(op for op, name in FLOAT_FUNCS.items() if name in VECTOR_MATH)
 
@@ -44,7 +49,7 @@ def _is_call(e: Expr, lane_var) -> bool:
             and lane_var in free_vars(e))
 
 
-def block_calls(kernel, exprs: list, known: dict, lanes: int, lane_var,
+def block_calls(kernel: CppKernel, exprs: list, known: dict, lanes: int, lane_var,
                 pending: frozenset = frozenset()) -> BlockCalls | None:
     """The block's calls to move out of ``exprs``, or None where none would pay off.
     ``known``: id -> name of what the block reads ready-made (a value an earlier loop
@@ -77,39 +82,41 @@ def shared_operands(calls: list, exprs: list, known: dict, lane_var) -> list:
 
 
 class BlockCalls:
-    def __init__(self, kernel, calls: list, shared: list, lanes: int, lane_var):
+    def __init__(self, kernel: CppKernel, calls: list, shared: list, lanes: int, lane_var):
         self.kernel, self.calls, self.shared, self.lanes, self.lane_var = kernel, calls, shared, lanes, lane_var
-        self.names = [f"c{next(kernel.acc_ids)}" for _ in calls]
-        self.shared_names = [f"c{next(kernel.acc_ids)}" for _ in self.shared]
+        self.names = [kernel.array_name("c") for _ in calls]
+        self.shared_names = [kernel.array_name("c") for _ in self.shared]
 
     def emit_head(self, indent: str, preset: dict) -> None:
         """The arguments loop and the calls loop of one block; ``preset``: what the
         block's printer may read (row invariants, values kept by earlier loops)."""
         k, n = self.kernel, self.lanes
+        em = k.emitter
+        body = em.deeper(indent)
         for call, name in zip(self.calls, self.names):
             t = ctype(call.dtype)
-            k._emit(indent, f"{t} {name}[{n}];")
+            em.emit(indent, f"{t} {name}[{n}];")
             for j in range(len(call.args)):
-                k._emit(indent, f"{ctype(call.args[j].dtype)} {name}_{j}[{n}];")
+                em.emit(indent, f"{ctype(call.args[j].dtype)} {name}_{j}[{n}];")
         for e, name in zip(self.shared, self.shared_names):
-            k._emit(indent, f"{ctype(e.dtype)} {name}[{n}];")
-        k._emit(indent, "#pragma omp simd")
-        k._emit(indent, f"for (int64_t l = 0; l < {n}; l++) {{")
-        k._emit(indent, f"  const int64_t {self.lane_var.name} = rb + l;")
-        printer = k._printer(indent + "  ")
+            em.emit(indent, f"{ctype(e.dtype)} {name}[{n}];")
+        em.emit(indent, "#pragma omp simd")
+        em.emit(indent, f"for (int64_t l = 0; l < {n}; l++) {{")
+        em.emit(body, f"const int64_t {self.lane_var.name} = rb + l;")
+        printer = k.printer(body)
         printer.memo.update(preset)
         for e, name in zip(self.shared, self.shared_names):
-            k._emit(indent + "  ", f"{name}[l] = {printer(e)};")
+            em.emit(body, f"{name}[l] = {printer(e)};")
         for call, name in zip(self.calls, self.names):
             for j, a in enumerate(call.args):
-                k._emit(indent + "  ", f"{name}_{j}[l] = {printer(a)};")
-        k._emit(indent, "}")
-        k._emit(indent, "#pragma omp simd")
-        k._emit(indent, f"for (int64_t l = 0; l < {n}; l++) {{")
+                em.emit(body, f"{name}_{j}[l] = {printer(a)};")
+        em.emit(indent, "}")
+        em.emit(indent, "#pragma omp simd")
+        em.emit(indent, f"for (int64_t l = 0; l < {n}; l++) {{")
         for call, name in zip(self.calls, self.names):
             args = [f"{name}_{j}[l]" for j in range(len(call.args))]
-            k._emit(indent + "  ", f"{name}[l] = {value_op(call.op, call.args[0].dtype, args, call.dtype)};")
-        k._emit(indent, "}")
+            em.emit(body, f"{name}[l] = {value_op(call.op, call.args[0].dtype, args, call.dtype)};")
+        em.emit(indent, "}")
 
     def memo(self) -> dict:
         """id(call or shared operand) -> its value in the block's main loop."""

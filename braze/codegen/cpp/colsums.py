@@ -1,8 +1,9 @@
 """Sums over the rows of a C++ row kernel: per-thread column partials.
 
-Takes: a ``CppKernel`` of shape ``row`` whose plan has column members
-(``KernelPlan.columns``: sums over the outer loops, one per reduce element, such as
-a LayerNorm backward's weight and bias gradients beside its row reductions).
+Takes: a ``CppKernel`` of shape ``row`` whose plan has column members (role
+``column``, ``KernelPlan.columns``: sums over the outer loops, one per reduce element,
+such as a LayerNorm backward's weight and bias gradients beside its row reductions;
+not the ``column`` shape of ``columns``, a reduction down a strided dimension).
 Gives: ``ColumnSums``, which opens the kernel's parallel region with one array of
 double partials per column member and thread, adds each element into it where the
 row loop computes the element, and after the last row adds the threads' partials
@@ -17,14 +18,19 @@ runs 3 kernels instead of 8 (docs/benchmarks.md, "CPU kernels").
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from braze.codegen.cpp.exprs import convert
+from braze.codegen.cpp.exprs import CPrinter, convert
 from braze.ir import simplify as S
+
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
 
 
 class ColumnSums:
-    def __init__(self, kernel):
+    def __init__(self, kernel: CppKernel):
         self.kernel = kernel
         self.plan = kernel.plan
         self.names = {m.name: f"colsum{k}" for k, m in enumerate(self.plan.columns)}
@@ -33,41 +39,42 @@ class ColumnSums:
 
     def open_region(self, indent: str) -> str:
         """The parallel region and each thread's zeroed partials; returns its indent."""
-        k = self.kernel
+        k, em = self.kernel, self.kernel.emitter
         for name in self.names.values():
-            k._emit(indent, f"double* {name}_of[{k.threads}];  // each thread's partials")
-        k._emit(indent, k._region())
-        k._emit(indent, "{")
-        inner = indent + "  "
-        k._emit(inner, "const int tid = omp_get_thread_num();")
+            em.emit(indent, f"double* {name}_of[{k.threads}];  // each thread's partials")
+        em.emit(indent, k.region())
+        em.emit(indent, "{")
+        inner = em.deeper(indent)
+        em.emit(inner, "const int tid = omp_get_thread_num();")
         for name in self.names.values():
-            k._emit(inner, f"double {name}[{self.size}];")
-            k._emit(inner, "#pragma omp simd")
-            k._emit(inner, f"for (int64_t j = 0; j < {self.size}; j++) {name}[j] = 0;")
-            k._emit(inner, f"{name}_of[tid] = {name};")
+            em.emit(inner, f"double {name}[{self.size}];")
+            em.emit(inner, "#pragma omp simd")
+            em.emit(inner, f"for (int64_t j = 0; j < {self.size}; j++) {name}[j] = 0;")
+            em.emit(inner, f"{name}_of[tid] = {name};")
         return inner
 
     def loop_pragma(self, collapse: int) -> str:
-        return self.kernel._shared_loop(collapse, nowait=False)
+        """The pragma of the loop over the rows: shared by the region's threads."""
+        return self.kernel.shared_loop(collapse, nowait=False)
 
-    def add(self, member, printer, indent: str) -> None:
+    def add(self, member, printer: CPrinter, indent: str) -> None:
         """Add one element of ``member`` into this thread's partial."""
         value = convert(printer(member.value), member.value_dtype, torch.float64)
-        self.kernel._emit(indent, f"{self.names[member.name]}[{printer(self.flat)}] += {value};")
+        self.kernel.emitter.emit(indent, f"{self.names[member.name]}[{printer(self.flat)}] += {value};")
 
     def close_region(self, indent: str) -> None:
         """After the rows (the loop's barrier): each column's partials in thread order."""
-        k = self.kernel
-        k._emit(indent, "const int nth = omp_get_num_threads();")
-        k._emit(indent, self.loop_pragma(len(self.plan.reduce)))
-        inner = k._open_loops(self.plan.reduce, indent)
-        printer = k._printer(inner)
+        k, em = self.kernel, self.kernel.emitter
+        em.emit(indent, "const int nth = omp_get_num_threads();")
+        em.emit(indent, self.loop_pragma(len(self.plan.reduce)))
+        inner = k.open_loops(self.plan.reduce, indent)
+        printer = k.printer(inner)
         flat = printer(self.flat)
         for m in self.plan.columns:
             name = self.names[m.name]
-            k._emit(inner, f"double {name}_sum = {name}_of[0][{flat}];")
-            k._emit(inner, f"for (int t = 1; t < nth; t++) {name}_sum += {name}_of[t][{flat}];")
+            em.emit(inner, f"double {name}_sum = {name}_of[0][{flat}];")
+            em.emit(inner, f"for (int t = 1; t < nth; t++) {name}_sum += {name}_of[t][{flat}];")
             stored = convert(f"{name}_sum", torch.float64, m.node.dtype)
-            k._emit(inner, f"{m.target}[{printer(m.store)}] = {stored};")
-        k._close_loops(len(self.plan.reduce), inner)
-        k._emit(indent[:-2], "}")
+            em.emit(inner, f"{m.target}[{printer(m.store)}] = {stored};")
+        k.close_loops(len(self.plan.reduce), inner)
+        em.emit(em.shallower(indent), "}")

@@ -17,10 +17,14 @@ bit). Timings: docs/benchmarks.md, "CPU kernels".
 """
 from __future__ import annotations
 
-from braze.codegen.cpp.exprs import CPrinter
+from typing import TYPE_CHECKING
+
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import COUNTER_WORDS, RANDOM_WORDS, Expr, Op, walk
+
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
 
 
 _READ = {"rand": "b_uniform({w}])", "bits": "((int64_t){w}])",  # {w}: the word's element, unclosed
@@ -45,32 +49,30 @@ def _drawn_by_block(e: Expr, var) -> bool:
 class BlockDraws:
     """The random values of a blocked loop over ``var`` that are drawn per block."""
 
-    def __init__(self, kernel, exprs, var, lanes: int):
+    def __init__(self, kernel: CppKernel, exprs, var, lanes: int):
         self.kernel, self.var, self.lanes = kernel, var, lanes
         seen: dict = {}
         for e in walk(exprs):
             if e.op is Op.RANDOM and _drawn_by_block(e, var):
                 seen.setdefault(id(e), e)
         self.draws = list(seen.values())
-        self.names = {id(e): f"d{next(kernel.counter)}" for e in self.draws}
+        self.names = {id(e): kernel.emitter.fresh("d") for e in self.draws}
 
     def __bool__(self) -> bool:
         return bool(self.draws)
 
     def emit_head(self, indent: str, start: str = "rb") -> None:
         """At the top of a block starting at ``var == start``: each value's words."""
-        kernel = self.kernel
-        names = {**kernel.names, self.var: start}
-        printer = CPrinter(kernel.lines, indent, names, kernel.values, kernel.plan.extents, kernel.counter,
-                           kernel.hoisted)
+        em = self.kernel.emitter
+        printer = self.kernel.printer(indent, {self.var: start})
         for e in self.draws:
             name, words = self.names[id(e)], RANDOM_WORDS[e.arg]
             counters = self.lanes * words // COUNTER_WORDS + 1
             seed, first = printer(e.args[0]), printer(e.args[1])
-            kernel._emit(indent, f"uint32_t {name}[{COUNTER_WORDS * counters}];")
+            em.emit(indent, f"uint32_t {name}[{COUNTER_WORDS * counters}];")
             scaled = first if words == 1 else f"{first} * {words}"
-            kernel._emit(indent, f"const int64_t {name}_w = {scaled};  // the block's first word")
-            kernel._emit(indent, f"b_philox_block<{counters}>({seed}, {name}_w >> 2, {name});")
+            em.emit(indent, f"const int64_t {name}_w = {scaled};  // the block's first word")
+            em.emit(indent, f"b_philox_block<{counters}>({seed}, {name}_w >> 2, {name});")
 
     def memo(self, lane: str = "l") -> dict:
         """id(random value) -> the C expression of lane ``lane``'s number in the block."""

@@ -1,9 +1,10 @@
 """C++ text for IR expressions.
 
 Takes: expressions of a kernel plan (loads in storage form), the C names of loop
-variables and in-kernel values. Gives: ``CPrinter``, which appends one
-``const T tN = ...;`` statement per distinct subexpression (common
-subexpressions are computed once) and returns the C expression of the root.
+variables and in-kernel values. Gives: ``CPrinter``, a ``PrintScope`` of the kernel's
+``Emitter`` (``braze.codegen.emitter``), which appends one ``const T tN = ...;``
+statement per distinct subexpression (common subexpressions are computed once) and
+returns the C expression of the root.
 
 Loads whose position is not provably inside the buffer (``braze.ir.simplify``
 bounds) are clamped, so a load in a ``where`` branch that is not taken (cat,
@@ -12,11 +13,11 @@ pad) never leaves its buffer. A run-time check (``Op.CHECK``) calls the prelude'
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
 
+from braze.codegen.emitter import Emitter, PrintScope
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import COMPARISONS, Expr, Op
@@ -80,15 +81,15 @@ def literal(value, dtype) -> str:
     return f"(({ctype(dtype)}){value}LL)"
 
 
-class CPrinter:
-    """Emit statements for expressions into ``lines`` (with ``indent``)."""
+class CPrinter(PrintScope[str]):
+    """Emit statements for expressions into ``emitter`` (at ``indent``). ``names``: the C
+    names of loop variables; ``values``: of in-kernel values (``VALUE``, by member name);
+    ``extents``: each buffer's elements (loads beyond them are clamped)."""
 
-    def __init__(self, lines: list, indent: str, names: dict, values: dict, extents: dict,
-                 counter: itertools.count, preset: dict | None = None):
-        self.lines, self.indent = lines, indent
+    def __init__(self, emitter: Emitter, indent: str, names: dict, values: dict, extents: dict,
+                 preset: dict | None = None):
+        super().__init__(emitter, indent, preset)
         self.names, self.values, self.extents = names, values, extents
-        self.counter = counter
-        self.memo: dict = dict(preset or {})  # expressions already computed in an outer scope
 
     def __call__(self, root: Expr) -> str:
         """Print ``root``, emitting statements for the parts not printed yet (never
@@ -106,9 +107,7 @@ class CPrinter:
         return self.memo[id(root)]
 
     def _temp(self, dtype, text: str) -> str:
-        name = f"t{next(self.counter)}"
-        self.lines.append(f"{self.indent}const {ctype(dtype)} {name} = {text};")
-        return name
+        return self.emitter.assign(self.indent, "t", text, f"const {ctype(dtype)} ", ";")
 
     def _node(self, e: Expr) -> str:
         op = e.op

@@ -19,48 +19,57 @@ Takes: a ``CppKernel`` (shape ``row``, or ``split`` for ``emit_lanes``). Gives:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from braze.codegen.cpp.accumulate import Accumulator
 from braze.codegen.cpp.exprs import ctype
 from braze.codegen.cpp.rows import SCRATCH_MAX
 from braze.ir.expr import Op
 from braze.ir.graph import ReduceOp
 
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
+
 CHUNK = 4  # blocks of lanes summed in float32 before a fold into the double accumulator
 
 
-def emit_lanes(kernel, indent: str, var, lanes: int, body, partials=(), head=None, pragma: str = "",
-               tail_guard: str = "", foot=None) -> None:
+def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[str, dict | None], None],
+               partials=(), head: Callable[[str], None] | None = None, pragma: str = "",
+               tail_guard: str = "", foot: Callable[[str], None] | None = None) -> None:
     """The loop over ``var``: blocks of ``lanes`` (``head(indent)`` starts each block,
     after ``pragma``; ``foot(indent)`` ends it), then the tail. ``body(indent, narrow)``
     emits one element's statements; ``narrow`` maps id(accumulator) to its float partial
     in the blocks and is None in the tail. ``partials``: the wide sums to fold through float partials."""
+    em = kernel.emitter
     main = var.size - var.size % lanes
     if main:
         narrow = {id(a): a.narrow() for a in partials}
         inner, start, stop = _open_chunks(kernel, indent, main, lanes, narrow)
         if pragma:
-            kernel._emit(inner, pragma)
-        kernel._emit(inner, f"for (int64_t rb = {start}; rb < {stop}; rb += {lanes}) {{")
+            em.emit(inner, pragma)
+        em.emit(inner, f"for (int64_t rb = {start}; rb < {stop}; rb += {lanes}) {{")
+        block, element = em.deeper(inner), em.deeper(inner, 2)
         if head:
-            head(inner + "  ")
-        kernel._emit(inner, "  #pragma omp simd")
-        kernel._emit(inner, f"  for (int64_t l = 0; l < {lanes}; l++) {{")
-        kernel._emit(inner, f"    const int64_t {var.name} = rb + l;")
-        body(inner + "    ", narrow)
-        kernel._emit(inner, "  }")
+            head(block)
+        em.emit(block, "#pragma omp simd")
+        em.emit(block, f"for (int64_t l = 0; l < {lanes}; l++) {{")
+        em.emit(element, f"const int64_t {var.name} = rb + l;")
+        body(element, narrow)
+        em.emit(block, "}")
         if foot:
-            foot(inner + "  ")
-        kernel._emit(inner, "}")
+            foot(block)
+        em.emit(inner, "}")
         _close_chunks(kernel, indent, inner, partials, narrow, lanes)
     if main < var.size:
-        kernel._emit(indent, f"{tail_guard}for (int64_t {var.name} = {main}; {var.name} < {var.size}; "
-                             f"{var.name}++) {{")
-        kernel._emit(indent, "  const int64_t l = 0;")
-        body(indent + "  ", None)
-        kernel._emit(indent, "}")
+        em.emit(indent, f"{tail_guard}for (int64_t {var.name} = {main}; {var.name} < {var.size}; "
+                        f"{var.name}++) {{")
+        em.emit(em.deeper(indent), "const int64_t l = 0;")
+        body(em.deeper(indent), None)
+        em.emit(indent, "}")
 
 
-def _open_chunks(kernel, indent: str, main: int, lanes: int, narrow: dict) -> tuple:
+def _open_chunks(kernel: CppKernel, indent: str, main: int, lanes: int, narrow: dict) -> tuple:
     """Open the loop over chunks of ``CHUNK`` blocks (if there are more blocks) and declare
     the float partials. Gives the indent inside and the bounds of a chunk's blocks."""
     if not narrow:
@@ -68,24 +77,25 @@ def _open_chunks(kernel, indent: str, main: int, lanes: int, narrow: dict) -> tu
     span = CHUNK * lanes
     inner, start, stop = indent, "0", str(main)
     if main > span:
-        kernel._emit(indent, f"for (int64_t cb = 0; cb < {main}; cb += {span}) {{")
-        inner, start = indent + "  ", "cb"
+        kernel.emitter.emit(indent, f"for (int64_t cb = 0; cb < {main}; cb += {span}) {{")
+        inner, start = kernel.emitter.deeper(indent), "cb"
         stop = f"cb + {span}" if main % span == 0 else f"(cb + {span} < {main} ? cb + {span} : {main})"
-    kernel._declare(list(narrow.values()), lanes, inner)
+    kernel.declare(list(narrow.values()), lanes, inner)
     return inner, start, stop
 
 
-def _close_chunks(kernel, indent: str, inner: str, partials, narrow: dict, lanes: int) -> None:
+def _close_chunks(kernel: CppKernel, indent: str, inner: str, partials, narrow: dict, lanes: int) -> None:
     """Fold the float partials into their accumulators; close the chunk loop."""
     if not narrow:
         return
-    kernel._emit(inner, "#pragma omp simd")  # else GCC folds lane by lane, in scalar code
-    kernel._emit(inner, f"for (int64_t l = 0; l < {lanes}; l++) {{")
+    em = kernel.emitter
+    em.emit(inner, "#pragma omp simd")  # else GCC folds lane by lane, in scalar code
+    em.emit(inner, f"for (int64_t l = 0; l < {lanes}; l++) {{")
     for acc in partials:
-        kernel._emit(inner + "  ", acc.fold(narrow[id(acc)], "l"))
-    kernel._emit(inner, "}")
+        em.emit(em.deeper(inner), acc.fold(narrow[id(acc)], "l"))
+    em.emit(inner, "}")
     if inner != indent:
-        kernel._emit(indent, "}")
+        em.emit(indent, "}")
 
 
 def _two_pass_rows(plan) -> bool:
@@ -125,14 +135,14 @@ def moment_keeps(plan) -> list:
 class TwoPass:
     """The Welford reductions of one level of a row kernel, computed in two passes."""
 
-    def __init__(self, kernel, level: int, accs: list):
+    def __init__(self, kernel: CppKernel, level: int, accs: list):
         self.kernel = kernel
         self.moments = []  # (the sum accumulator, the kept value, the members)
         if not _two_pass_rows(kernel.plan):
             self.accs = accs
             return
         groups: dict = {}  # id(Welford accumulator) -> (its sum, the value, the members)
-        for m in kernel._members_at(level):
+        for m in kernel.members_at(level):
             if not _welford(m):
                 continue
             acc = kernel.accs[m.name]
@@ -152,19 +162,19 @@ class TwoPass:
 
     def _squares(self, total, kept: str, members: list, indent: str, lanes: int) -> None:
         kernel, r = self.kernel, self.kernel.plan.reduce[0]
+        em = kernel.emitter
         t = ctype(total.dtype)
         mean = f"{total.name}_mean"
-        kernel._emit(indent, f"const {t} {mean} = ({t})({total.field('v')}[0] / {float(r.size)!r});")
+        em.emit(indent, f"const {t} {mean} = ({t})({total.field('v')}[0] / {float(r.size)!r});")
         squares = Accumulator(total.name + "q", "sum", total.dtype)
-        kernel._declare([squares], lanes, indent)
+        kernel.declare([squares], lanes, indent)
 
         def body(ind: str, narrow: dict | None) -> None:
             target = (narrow or {}).get(id(squares), squares)
-            kernel._emit(ind, f"const {t} d_ = {kept}[{r.name}] - {mean};")
-            for stmt in target.update(lambda s: f"{target.field(s)}[l]", "d_ * d_", None):
-                kernel._emit(ind, stmt)
+            em.emit(ind, f"const {t} d_ = {kept}[{r.name}] - {mean};")
+            em.emit_lines(ind, target.update(lambda s: f"{target.field(s)}[l]", "d_ * d_", None))
         emit_lanes(kernel, indent, r, lanes, body, [squares] if squares.wide else [])
-        kernel._merge_lanes([squares], lanes, indent)
+        kernel.merge_lanes([squares], lanes, indent)
         m2 = f"(({t}){squares.field('v')}[0])"
         for m in members:
             kernel.moments[m.name] = mean if m.reduce_op is ReduceOp.WELFORD_MEAN else m2

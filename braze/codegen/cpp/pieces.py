@@ -13,6 +13,7 @@ loop (docs/benchmarks.md, "CPU kernels").
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,10 +21,13 @@ from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import COMPARISONS, Op, const, rewrite, var, walk
 
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
+
 MAX_PIECES = 8  # more: the copies of the loop body cost more code than the branches they drop
 
 
-def pieces(kernel) -> list:
+def pieces(kernel: CppKernel) -> list:
     """``[(lo, hi), ...]`` covering the innermost loop, or [] when it is not cut."""
     plan = kernel.plan
     if len(plan.outer) < 2 or set(plan.reads) & set(plan.writes):

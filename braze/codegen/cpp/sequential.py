@@ -14,31 +14,38 @@ node or one scan node. Gives: the statements of its body, appended to the kernel
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from braze.codegen.cpp.exprs import convert, ctype
+from braze.codegen.cpp.exprs import CPrinter, convert, ctype
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, binary, cast
+
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
 
 SCAN_BLOCK = 256  # elements of a row a scan computes (vectorized) before folding them in order
 
 
-def emit_scatter(k) -> None:
-    plan = k.plan
-    inner = k._open_loops(plan.outer[:-1], "  ")
+def emit_scatter(kernel: CppKernel) -> None:
+    em = kernel.emitter
+    plan = kernel.plan
+    inner = kernel.open_loops(plan.outer[:-1], "  ")
     if plan.outer and _distinct_stores(plan, plan.outer[-1]):
-        k._emit(inner, "#pragma omp simd")
-    inner = k._open_loops(plan.outer[-1:], inner)
-    k._emit(inner, "{")
-    printer = k._printer(inner + "  ")
+        em.emit(inner, "#pragma omp simd")
+    inner = kernel.open_loops(plan.outer[-1:], inner)
+    em.emit(inner, "{")
+    body = em.deeper(inner)
+    printer = kernel.printer(body)
     for m in plan.members:
         value = m.value
         if m.node.accumulates:
             old = Expr(Op.LOAD, m.node.dtype, (m.store,), m.target)
             value = binary(Op.ADD, cast(old, value.dtype), value)
-        k._compute(m, printer, inner + "  ", exprs=(value, m.store))
-    k._emit(inner, "}")
-    k._close_loops(len(plan.outer), inner)
+        kernel.compute(m, printer, body, exprs=(value, m.store))
+    em.emit(inner, "}")
+    kernel.close_loops(len(plan.outer), inner)
 
 
 def _distinct_stores(plan, v) -> bool:
@@ -47,36 +54,38 @@ def _distinct_stores(plan, v) -> bool:
     return all(S.coefficient(m.store, v) not in (None, 0) for m in plan.members)
 
 
-def emit_scan(k) -> None:
-    plan, m = k.plan, k.plan.scan
+def emit_scan(kernel: CppKernel) -> None:
+    em = kernel.emitter
+    plan, m = kernel.plan, kernel.plan.scan
     prod = m.node.body.arg[0] == "prod"
     acc = torch.float64 if m.value.dtype is torch.float32 else m.value.dtype
     r = plan.reduce[0]
     block = min(SCAN_BLOCK, r.size)
     if plan.outer:
-        k._emit("  ", k._parallel(len(plan.outer)))
-    inner = k._open_loops(plan.outer, "  ")
-    row, step = inner + "  ", inner + "      "
-    k._emit(inner, "{")
-    k._emit(row, f"{ctype(acc)} running = {1 if prod else 0};")
-    k._emit(row, f"for (int64_t rb = 0; rb < {r.size}; rb += {block}) {{")
-    k._emit(row, f"  const int64_t len = {r.size} - rb < {block} ? {r.size} - rb : {block};")
-    k._emit(row, f"  {ctype(m.value.dtype)} vals[{block}];")
-    k._emit(row, "  #pragma omp simd")
-    printer = _block_loop(k, row, step, r)
-    k._emit(step, f"vals[l] = {printer(m.value)};")
-    k._emit(row, "  }")
-    printer = _block_loop(k, row, step, r)
-    k._emit(step, f"running = running {'*' if prod else '+'} {convert('vals[l]', m.value.dtype, acc)};")
-    k._emit(step, f"{m.target}[{printer(m.store)}] = {convert('running', acc, m.node.dtype)};")
-    k._emit(row, "  }")
-    k._emit(row, "}")
-    k._emit(inner, "}")
-    k._close_loops(len(plan.outer), inner)
+        em.emit("  ", kernel.parallel(len(plan.outer)))
+    inner = kernel.open_loops(plan.outer, "  ")
+    row, step = em.deeper(inner), em.deeper(inner, 3)
+    em.emit(inner, "{")
+    em.emit(row, f"{ctype(acc)} running = {1 if prod else 0};")
+    em.emit(row, f"for (int64_t rb = 0; rb < {r.size}; rb += {block}) {{")
+    em.emit(row, f"  const int64_t len = {r.size} - rb < {block} ? {r.size} - rb : {block};")
+    em.emit(row, f"  {ctype(m.value.dtype)} vals[{block}];")
+    em.emit(row, "  #pragma omp simd")
+    printer = _block_loop(kernel, row, step, r)
+    em.emit(step, f"vals[l] = {printer(m.value)};")
+    em.emit(row, "  }")
+    printer = _block_loop(kernel, row, step, r)
+    em.emit(step, f"running = running {'*' if prod else '+'} {convert('vals[l]', m.value.dtype, acc)};")
+    em.emit(step, f"{m.target}[{printer(m.store)}] = {convert('running', acc, m.node.dtype)};")
+    em.emit(row, "  }")
+    em.emit(row, "}")
+    em.emit(inner, "}")
+    kernel.close_loops(len(plan.outer), inner)
 
 
-def _block_loop(k, row: str, step: str, r):
+def _block_loop(kernel: CppKernel, row: str, step: str, r) -> CPrinter:
     """Open a loop over the block's elements (``r`` = ``rb + l``); a printer for its body."""
-    k._emit(row, "  for (int64_t l = 0; l < len; l++) {")
-    k._emit(step, f"const int64_t {r.name} = rb + l;")
-    return k._printer(step)
+    em = kernel.emitter
+    em.emit(row, "  for (int64_t l = 0; l < len; l++) {")
+    em.emit(step, f"const int64_t {r.name} = rb + l;")
+    return kernel.printer(step)

@@ -23,19 +23,23 @@ streaming them gained nothing. Timings: docs/benchmarks.md, "CPU kernels".
 from __future__ import annotations
 
 import platform
+from typing import TYPE_CHECKING
 
 from braze import config
 from braze.codegen.cpp.calls import LIBRARY_CALLS
-from braze.codegen.cpp.exprs import CPrinter, ctype
+from braze.codegen.cpp.exprs import ctype
 from braze.ir import simplify as S
 from braze.ir.expr import free_vars, walk
+
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
 
 BLOCK = 128  # elements a pointwise kernel computes into its scratch arrays between two writes
 MIN_RUN = 64  # a contiguous run (innermost loop, row) shorter than this is not streamed
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
-def _worth_it(kernel, run: int, elements: int) -> bool:
+def _worth_it(kernel: CppKernel, run: int, elements: int) -> bool:
     """x86, not inside a foreach region, runs long enough, and a kernel that moves at
     least the threshold's bytes."""
     plan, threshold = kernel.plan, config.cpp_stream_min_bytes
@@ -50,67 +54,70 @@ def _streamable(plan, m, along) -> bool:
     return m.store is not None and m.target not in plan.reads and S.coefficient(m.store, along) == 1
 
 
-def _open_region(kernel, indent: str) -> str:
+def _open_region(kernel: CppKernel, indent: str) -> str:
     """The parallel region of a kernel that streams (each thread fences at its end)."""
-    kernel._emit(indent, kernel._region())
-    kernel._emit(indent, "{")
-    return indent + "  "
+    em = kernel.emitter
+    em.emit(indent, kernel.region())
+    em.emit(indent, "{")
+    return em.deeper(indent)
 
 
-def _close_region(kernel, indent: str) -> None:
-    kernel._emit(indent, "b_stream_fence();")
-    kernel._emit(indent[:-2], "}")
+def _close_region(kernel: CppKernel, indent: str) -> None:
+    em = kernel.emitter
+    em.emit(indent, "b_stream_fence();")
+    em.emit(em.shallower(indent), "}")
 
 
-def _write_stages(kernel, members: list, stages: dict, at, indent: str, count: str) -> None:
+def _write_stages(kernel: CppKernel, members: list, stages: dict, at: dict, indent: str, count: str) -> None:
     """``b_stream`` each member's scratch array to its place (``at``: loop variable ->
     the C value it starts from)."""
-    start = CPrinter(kernel.lines, indent, {**kernel.names, **at}, kernel.values, kernel.plan.extents,
-                     kernel.counter, kernel.hoisted)
+    em = kernel.emitter
+    start = kernel.printer(indent, at)
     for m in members:
         stage = stages[m.name]
-        kernel._emit(indent, f"b_stream(&{m.target}[{start(m.store)}], {stage}, {count} * sizeof({stage}[0]));")
+        em.emit(indent, f"b_stream(&{m.target}[{start(m.store)}], {stage}, {count} * sizeof({stage}[0]));")
 
 
 # ---------------------------------------------------------------------- pointwise
 
-def streamed(kernel) -> list:
+def streamed(kernel: CppKernel) -> list:
     plan = kernel.plan
     if not plan.outer or not _worth_it(kernel, plan.outer[-1].size, plan.outer_numel()):
         return []
     return [m for m in plan.members if _streamable(plan, m, plan.outer[-1])]
 
 
-def emit_streamed(kernel, members: list) -> None:
+def emit_streamed(kernel: CppKernel, members: list) -> None:
     """Threads share the outer loops (or the blocks of a single loop); each block of the
     innermost loop is computed in SIMD, its streamed values into scratch arrays, then
     written."""
+    em = kernel.emitter
     plan = kernel.plan
     loops, z = plan.outer, plan.outer[-1]
     stages = {m.name: f"stage{i}" for i, m in enumerate(members)}
     indent = _open_region(kernel, "  ")
     if len(loops) > 1:
-        kernel._emit(indent, kernel._shared_loop(len(loops) - 1))
-    inner = kernel._open_loops(loops[:-1], indent)
+        em.emit(indent, kernel.shared_loop(len(loops) - 1))
+    inner = kernel.open_loops(loops[:-1], indent)
     if len(loops) == 1:
-        kernel._emit(inner, kernel._shared_loop(1))
-    kernel._emit(inner, f"for (int64_t zb = 0; zb < {z.size}; zb += {BLOCK}) {{")
-    body = inner + "  "
+        em.emit(inner, kernel.shared_loop(1))
+    em.emit(inner, f"for (int64_t zb = 0; zb < {z.size}; zb += {BLOCK}) {{")
+    body, element = em.deeper(inner), em.deeper(inner, 2)
     count = str(BLOCK) if z.size % BLOCK == 0 else f"({z.size} - zb < {BLOCK} ? {z.size} - zb : {BLOCK})"
-    kernel._emit(body, f"const int64_t zn = {count};")
+    em.emit(body, f"const int64_t zn = {count};")
     for m in members:
-        kernel._emit(body, f"alignas(64) {ctype(m.node.dtype)} {stages[m.name]}[{BLOCK}];")
-    kernel._emit(body, "#pragma omp simd")
-    kernel._emit(body, "for (int64_t l = 0; l < zn; l++) {")
-    kernel._emit(body + "  ", f"const int64_t {z.name} = zb + l;")
-    printer = kernel._printer(body + "  ")
-    kernel._preload(plan.members, printer)
+        em.emit(body, f"alignas(64) {ctype(m.node.dtype)} {stages[m.name]}[{BLOCK}];")
+    em.emit(body, "#pragma omp simd")
+    em.emit(body, "for (int64_t l = 0; l < zn; l++) {")
+    em.emit(element, f"const int64_t {z.name} = zb + l;")
+    printer = kernel.printer(element)
+    kernel.preload(plan.members, printer)
     for m in plan.members:
-        kernel._compute(m, printer, body + "  ", stage=f"{stages[m.name]}[l]" if m.name in stages else None)
-    kernel._emit(body, "}")
+        kernel.compute(m, printer, element, stage=f"{stages[m.name]}[l]" if m.name in stages else None)
+    em.emit(body, "}")
     _write_stages(kernel, members, stages, {z: "zb"}, body, "zn")
-    kernel._emit(inner, "}")
-    kernel._close_loops(len(loops) - 1, inner)
+    em.emit(inner, "}")
+    kernel.close_loops(len(loops) - 1, inner)
     _close_region(kernel, indent)
 
 
@@ -131,7 +138,7 @@ class RowStream:
     stores, and its non-temporal stores then only cost. Streaming a whole row at its end
     instead of each block was slower on both (docs/benchmarks.md, "CPU kernels")."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel: CppKernel):
         self.kernel = kernel
         self.members: list = []
         self.stages: dict = {}  # member name -> its scratch array
@@ -140,7 +147,7 @@ class RowStream:
         if len(plan.reduce) != 1 or not plan.outer or plan.columns:  # (column sums: a region of their own)
             return
         self.r = r = plan.reduce[0]
-        self.lanes = kernel._lanes_for(r.size)
+        self.lanes = kernel.lanes_for(r.size)
         if self.lanes < 4 or not _worth_it(kernel, r.size, plan.outer_numel() * r.size):
             return
         last = [level for level in plan.levels if level % 2][-1]
@@ -163,11 +170,13 @@ class RowStream:
         return _open_region(self.kernel, indent)
 
     def loop_pragma(self, collapse: int) -> str:
-        return self.kernel._shared_loop(collapse)
+        """The pragma of the loop over the rows: shared by the region's threads."""
+        return self.kernel.shared_loop(collapse)
 
     def declare(self, indent: str) -> None:
+        """Each streamed member's scratch array (a block of lanes)."""
         for m in self.members:
-            self.kernel._emit(indent, f"alignas(64) {ctype(m.node.dtype)} {self.stages[m.name]}[{self.lanes}];")
+            self.kernel.emitter.emit(indent, f"alignas(64) {ctype(m.node.dtype)} {self.stages[m.name]}[{self.lanes}];")
 
     def flush(self, indent: str) -> None:
         """At the end of a block of the last loop: its staged values written."""

@@ -16,16 +16,21 @@ Tiles are 64 wide while the scratch arrays fit in 16 KiB (half of L1), else 32.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from braze.codegen.cpp.exprs import ctype
 from braze.ir import simplify as S
 from braze.ir.expr import Op, walk
+
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
 
 EDGES = (64, 32)  # tile edges, widest first
 SCRATCH_BYTES = 1 << 14  # all scratch arrays of a tile together
 MIN_TILES = 2  # a tiled loop is at least this many tiles of the smallest edge
 
 
-def tile_var(kernel):
+def tile_var(kernel: CppKernel):
     """An outer loop that some access walks contiguously while it walks the innermost
     loop with a stride (a transpose): tile the two together."""
     loops = kernel.plan.outer
@@ -43,7 +48,7 @@ def tile_var(kernel):
     return None
 
 
-def _scratch_loads(kernel, a, z) -> list:
+def _scratch_loads(kernel: CppKernel, a, z) -> list:
     """Loads to copy through scratch: strided along ``z``, contiguous along ``a``, at a
     position of plain index arithmetic, from a buffer the kernel does not write."""
     plan, found = kernel.plan, {}
@@ -66,48 +71,51 @@ def _edge(loads) -> int:
     return EDGES[-1]
 
 
-def emit_tiled(kernel) -> None:
+def emit_tiled(kernel: CppKernel) -> None:
+    em = kernel.emitter
     plan = kernel.plan
     a, z = tile_var(kernel), plan.outer[-1]
     loads = _scratch_loads(kernel, a, z)
     edge = _edge(loads)
     others = [v for v in plan.outer if v is not a and v is not z]
-    kernel._emit("  ", kernel._parallel(len(others) + 2))
-    inner = kernel._open_loops(others, "  ")
-    kernel._emit(inner, f"for (int64_t {a.name}b = 0; {a.name}b < {a.size}; {a.name}b += {edge}) {{")
-    kernel._emit(inner, f"  for (int64_t {z.name}b = 0; {z.name}b < {z.size}; {z.name}b += {edge}) {{")
-    body = inner + "    "
+    em.emit("  ", kernel.parallel(len(others) + 2))
+    inner = kernel.open_loops(others, "  ")
+    em.emit(inner, f"for (int64_t {a.name}b = 0; {a.name}b < {a.size}; {a.name}b += {edge}) {{")
+    em.emit(inner, f"  for (int64_t {z.name}b = 0; {z.name}b < {z.size}; {z.name}b += {edge}) {{")
+    body = em.deeper(inner, 2)
     for v in (a, z):
-        kernel._emit(body, f"const int64_t {v.name}e = {v.name}b + {edge} < {v.size} ? {v.name}b + {edge} : {v.size};")
+        em.emit(body, f"const int64_t {v.name}e = {v.name}b + {edge} < {v.size} ? {v.name}b + {edge} : {v.size};")
     preset = _fill_scratch(kernel, loads, a, z, edge, body)
-    kernel._emit(body, f"for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
-    kernel._emit(body, "  #pragma omp simd")
-    kernel._emit(body, f"  for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
-    printer = kernel._printer(body + "    ")
+    em.emit(body, f"for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
+    em.emit(body, "  #pragma omp simd")
+    em.emit(body, f"  for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
+    element = em.deeper(body, 2)
+    printer = kernel.printer(element)
     printer.memo.update(preset)
-    kernel._preload(plan.members, printer)
+    kernel.preload(plan.members, printer)
     for m in plan.members:
-        kernel._compute(m, printer, body + "    ")
-    kernel._emit(body, "  }")
-    kernel._emit(body, "}")
-    kernel._emit(inner, "  }")
-    kernel._emit(inner, "}")
-    kernel._close_loops(len(others), inner)
+        kernel.compute(m, printer, element)
+    em.emit(body, "  }")
+    em.emit(body, "}")
+    em.emit(inner, "  }")
+    em.emit(inner, "}")
+    kernel.close_loops(len(others), inner)
 
 
-def _fill_scratch(kernel, loads, a, z, edge: int, indent: str) -> dict:
+def _fill_scratch(kernel: CppKernel, loads: list, a, z, edge: int, indent: str) -> dict:
     """Copy each load's tile into a scratch array, transposed; gives the body's
     printer its reads of them (id of the load -> text)."""
+    em = kernel.emitter
     preset = {}
     for k, load in enumerate(loads):
-        name = f"scratch{next(kernel.counter)}_{k}"
-        kernel._emit(indent, f"alignas(64) {ctype(load.dtype)} {name}[{edge}][{edge}];")
-        kernel._emit(indent, f"for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
-        kernel._emit(indent, "  #pragma omp simd")
-        kernel._emit(indent, f"  for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
-        value = kernel._printer(indent + "    ")(load)
-        kernel._emit(indent, f"    {name}[{a.name} - {a.name}b][{z.name} - {z.name}b] = {value};")
-        kernel._emit(indent, "  }")
-        kernel._emit(indent, "}")
+        name = f"{em.fresh('scratch')}_{k}"
+        em.emit(indent, f"alignas(64) {ctype(load.dtype)} {name}[{edge}][{edge}];")
+        em.emit(indent, f"for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
+        em.emit(indent, "  #pragma omp simd")
+        em.emit(indent, f"  for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
+        value = kernel.printer(em.deeper(indent, 2))(load)
+        em.emit(indent, f"    {name}[{a.name} - {a.name}b][{z.name} - {z.name}b] = {value};")
+        em.emit(indent, "  }")
+        em.emit(indent, "}")
         preset[id(load)] = f"{name}[{a.name} - {a.name}b][{z.name} - {z.name}b]"
     return preset

@@ -3,7 +3,8 @@
 Takes: expressions of a kernel plan (loads in storage form), the Triton names
 of loop variables and in-kernel values (each with the block axes it varies
 along), kernel parameter names of buffers, their extents, and the masks of the
-block axes. Gives: ``Printer``, which appends one ``tmpN = ...`` line per
+block axes. Gives: ``Printer``, a ``PrintScope`` of the kernel's ``Emitter``
+(``braze.codegen.emitter``), which appends one ``tmpN = ...`` line per
 distinct value subexpression (common subexpressions are computed once), keeps
 index arithmetic inline, and returns a ``Term``: the text of the root and the
 block axes it depends on.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from braze.codegen.emitter import Emitter, PrintScope
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import APPROX, COMPARISONS, ROUNDED, Expr, Op, walk
@@ -122,13 +124,14 @@ def convert(text: str, source, target, index_type: str = "tl.int32") -> str:
     return f"{text}.to({tl_type(target, index_type)})"
 
 
-class Printer:
-    """Emit statements for expressions into ``lines`` (with ``indent``)."""
+class Printer(PrintScope[Term]):
+    """Emit statements for expressions into ``emitter`` (at ``indent``)."""
 
-    def __init__(self, kernel, lines: list, indent: str):
-        self.k = kernel  # names, values, params, extents, masks, index_type, counter, helpers
-        self.lines, self.indent = lines, indent
-        self.memo: dict = {}
+    def __init__(self, kernel, emitter: Emitter, indent: str):
+        """``kernel``: a ``TritonKernel``, for its names, values, params, extents, masks,
+        index type, guarded loads and helpers."""
+        super().__init__(emitter, indent)
+        self.k = kernel
 
     def __call__(self, root: Expr) -> Term:
         for e in walk(root):
@@ -161,9 +164,8 @@ class Printer:
     # ------------------------------------------------------------------ nodes
 
     def temp(self, text: str, axes) -> Term:
-        name = f"tmp{next(self.k.counter)}"
-        self.lines.append(f"{self.indent}{name} = {text}")
-        return Term(name, frozenset(axes))
+        """``text`` (varying along ``axes``) as a fresh temporary."""
+        return Term(self.emitter.assign(self.indent, "tmp", text), frozenset(axes))
 
     def _node(self, e: Expr) -> Term:
         op = e.op
@@ -239,9 +241,9 @@ class Printer:
         fail = f"{bad} & {lanes}" if lanes else bad
         what = "integer division by zero" if kind == "divisor" else f"index out of bounds: 0 <= index < {size}"
         record = self.k.params[ERROR_RECORD]
-        self.lines += [f'{self.indent}tl.device_assert(~({fail}), "braze check {site}: {what}")',
-                       f"{self.indent}tl.store({record} + {bad}.to(tl.int32) * 0, {site + 1}, mask={fail})",
-                       f"{self.indent}tl.store({record} + 1 + {bad}.to(tl.int32) * 0, {value}, mask={fail})"]
+        self.emitter.emit_lines(self.indent, [f'tl.device_assert(~({fail}), "braze check {site}: {what}")',
+                                              f"tl.store({record} + {bad}.to(tl.int32) * 0, {site + 1}, mask={fail})",
+                                              f"tl.store({record} + 1 + {bad}.to(tl.int32) * 0, {value}, mask={fail})"])
         if kind == "divisor":
             return Term(value, axes)
         wrapped = f"tl.where({value} < 0, {value} + {size}, {value})" if kind == "index" else value

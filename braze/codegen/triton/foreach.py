@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from braze import config
+from braze.codegen.emitter import PYTHON_INDENT, Emitter
 from braze.codegen.triton.exprs import Printer
 from braze.codegen.triton.kernel import TritonKernel, parameters
 from braze.codegen.triton.shapes import DeviceInfo, cdiv, choose, foreach
@@ -87,32 +88,33 @@ class TritonForeach:
 
     def source(self, name: str) -> str:
         args = [self.params[b] for b in self.buffers] + ["XBLOCK: tl.constexpr"]
-        lines = ["@triton.jit", f"def {name}({', '.join(args)}):", "    pid = tl.program_id(0)",
-                 "    # part k runs on programs [end{k-1}, end{k})"]
+        em = Emitter(PYTHON_INDENT, ["@triton.jit", f"def {name}({', '.join(args)}):"])
+        em.emit_lines("    ", ["pid = tl.program_id(0)", "# part k runs on programs [end{k-1}, end{k})"])
         for k, part in enumerate(self.parts):
             start = f"end{k - 1} + " if k else ""
-            lines.append(f"    end{k}: tl.constexpr = {start}({part.plan.outer_numel()} + XBLOCK - 1) // XBLOCK")
-        known, counter = self._hoist(lines)
+            em.emit("    ", f"end{k}: tl.constexpr = {start}({part.plan.outer_numel()} + XBLOCK - 1) // XBLOCK")
+        known = self._hoist(em)
         for k, part in enumerate(self.parts):
             programs = f"(pid >= end{k - 1}) & (pid < end{k})" if k else "pid < end0"
-            lines.append(f"    if {programs}:  # part {k}: {self._describe(part)}")
-            lines += part.pointwise_body(_block_of(k, part.shape.wide), "        ", known, counter)
+            em.emit("    ", f"if {programs}:  # part {k}: {self._describe(part)}")
+            em.emit_lines("", part.pointwise_body(_block_of(k, part.shape.wide), "        ", known, em.counter))
             self.helpers |= part.helpers
-        return "\n".join(lines)
+        return em.text()
 
-    def _hoist(self, lines: list) -> tuple:
-        """Print the parts' invariant values into ``lines``; returns them (``Term`` by ``id``
-        of the expression) and the counter of temporaries, for the parts to go on with."""
+    def _hoist(self, em: Emitter) -> dict:
+        """Print the parts' invariant values into ``em``; returns them (``Term`` by ``id``
+        of the expression), for the parts to read (their temporaries go on with ``em``'s
+        counter)."""
         wide = any(part.shape.wide for part in self.parts)
         context = TritonKernel(self.plan, replace(self.shape, wide=wide), self.params)
-        printer = Printer(context, lines, "    ")
+        printer = Printer(context, em, "    ")
         invariants = _invariants(self.parts)
         if invariants:
-            lines.append("    # computed once for every part")
+            em.emit("    ", "# computed once for every part")
         for e in invariants:
             printer(e)
         self.helpers |= context.helpers
-        return {id(e): printer.memo[id(e)] for e in invariants}, context.counter
+        return {id(e): printer.memo[id(e)] for e in invariants}
 
     def _describe(self, part: TritonKernel) -> str:
         written = ", ".join(self.params[b] for b in part.plan.writes)

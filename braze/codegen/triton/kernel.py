@@ -13,16 +13,26 @@ parameters, so a launch configuration never changes the source.
 
 Inside a kernel, each loop variable (``x0``, ``r1``, ...) is derived from the
 flat block index of its axis (``xindex``, ``yindex``, ``rindex``); values are
-tensors over the block axes they depend on. Even levels of a reduction kernel
-(epilogues) are ``[XBLOCK, 1]`` tensors (``[1, XBLOCK]`` for column kernels).
+tensors over the block axes they depend on. ``inner`` and ``reduction`` members
+(roles: ``braze.fuse.legality``) are computed at odd levels, over the elements of
+a row (``[XBLOCK, RBLOCK]`` blocks); ``outer`` members at even levels (epilogues),
+as ``[XBLOCK, 1]`` tensors. A column kernel (shape ``column``: the reduced loop
+strided, the innermost outer loop contiguous, ``shapes``) lays its blocks out
+``[RBLOCK, XBLOCK]`` (epilogues ``[1, XBLOCK]``) and reduces along axis 0; the
+``column`` role (sums over a row kernel's rows) is the C++ backend's alone.
+
+Each shape's function is written by its entry in ``SHAPE_EMITTERS``, through the
+kernel's ``Emitter`` (``braze.codegen.emitter``), one per generated function;
+``rows`` finishes a ``row`` kernel's reductions through the public methods.
 """
 from __future__ import annotations
 
-import itertools
 import math
+from collections.abc import Callable
 
 import torch
 
+from braze.codegen.emitter import PYTHON_INDENT, Emitter
 from braze.codegen.triton.exprs import Printer, Term, convert, full
 from braze.codegen.triton.guards import guarded_loads
 from braze.codegen.triton.helpers import is_helper
@@ -30,7 +40,7 @@ from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import finish_level
 from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
-from braze.fuse.kernel import KernelPlan
+from braze.fuse.kernel import KernelPlan, Member
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
 # then folds more than LANE_CHAIN_MAX (32) elements in sequence (64 if autotuning halves
@@ -60,13 +70,13 @@ class TritonKernel:
         self.buffers = list(parameters(plan))
         self.helpers: set = set()
         self.extents = plan.extents
-        self.counter = itertools.count()
-        self.names: dict = {}
-        self.values: dict = {}
+        self.emitter = Emitter(PYTHON_INDENT)  # the lines of the function being written
+        self.names: dict = {}  # loop variable -> its Term
+        self.values: dict = {}  # member name -> its Term
         self.accs: dict = {}  # member name -> Accumulator
         self.workspaces: list = []  # split: (param, torch dtype, neutral) per partial field
-        self.lines: list = []
         self.block_axes = ("x",)
+        self.reduce_axis = 1  # the block axis a reduction folds (0 in a column kernel's [RBLOCK, XBLOCK])
         self.sources: list = []
         self.constexprs: list = []  # per function: its constexpr parameters
         self.unmasked: set = set()  # block axes that never run past their loop (no mask)
@@ -77,32 +87,31 @@ class TritonKernel:
     def source(self, name: str) -> str:
         """The kernel's function(s), named ``name`` (``name_finish`` for a split's second)."""
         self.sources, self.constexprs, self.unmasked = [], [], set()
-        getattr(self, f"_{self.shape.name}")(name)
+        SHAPE_EMITTERS[self.shape.name](self, name)
         return "\n\n".join(self.sources)
 
     def mask_for(self, axes) -> str:
+        """The masks of the block ``axes`` that may run past their loop (``&``-joined)."""
         return " & ".join(MASKS[a] for a in sorted(axes) if a not in self.unmasked)
 
     # ------------------------------------------------------------------ pieces
 
-    def _begin(self, name: str, constexprs, workspaces: bool = False) -> None:
+    def _begin(self, name: str, constexprs, workspaces: bool = False) -> Emitter:
+        """Start the function ``name``: its head, a fresh emitter (given) and fresh names."""
         params = [self.params[b] for b in self.buffers]
         if workspaces:
             params += [w[0] for w in self.workspaces]
         params += [f"{c}: tl.constexpr" for c in constexprs]
-        self.lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
+        self.emitter = Emitter(PYTHON_INDENT, ["@triton.jit", f"def {name}({', '.join(params)}):"])
         self.constexprs.append(list(constexprs))
-        self.counter = itertools.count()
         self.names, self.values = {}, {}
+        return self.emitter
 
     def _end(self) -> None:
-        self.sources.append("\n".join(self.lines))
-
-    def _emit(self, indent: str, text: str) -> None:
-        self.lines.append(indent + text)
+        self.sources.append(self.emitter.text())
 
     def _printer(self, indent: str) -> Printer:
-        return Printer(self, self.lines, indent)
+        return Printer(self, self.emitter, indent)
 
     def _pid(self, axis: int = 0) -> str:
         pid = f"tl.program_id({axis})"
@@ -110,11 +119,13 @@ class TritonKernel:
 
     def _flat_index(self, axis: str, block: str, offset: str, layout: str, indent: str = "    ") -> None:
         """``{axis}index``, the block's flat positions along one axis, and its mask."""
-        self._emit(indent, f"{axis}index = {offset} + tl.arange(0, {block}){layout}")
-        self._emit(indent, f"{axis}mask = {axis}index < {axis}numel")
+        em = self.emitter
+        em.emit(indent, f"{axis}index = {offset} + tl.arange(0, {block}){layout}")
+        em.emit(indent, f"{axis}mask = {axis}index < {axis}numel")
 
     def _define_vars(self, loop_vars, axis: str, indent: str = "    ") -> None:
         """Each loop variable from the flat index of its axis (outermost first)."""
+        em = self.emitter
         suffix = math.prod(v.size for v in loop_vars)
         for k, v in enumerate(loop_vars):
             suffix //= v.size
@@ -123,7 +134,7 @@ class TritonKernel:
                 text = f"{text} // {suffix}"
             if k > 0:
                 text = f"{text} % {v.size}"
-            self._emit(indent, f"{v.name} = {text}")
+            em.emit(indent, f"{v.name} = {text}")
             self.names[v] = Term(v.name, frozenset(axis))
 
     def _members_at(self, level: int) -> list:
@@ -131,6 +142,7 @@ class TritonKernel:
 
     def _store(self, member, value: Term, printer: Printer, indent: str, axes) -> None:
         """Store ``value`` (the member's in-kernel value) at the member's position."""
+        em = self.emitter
         if member.store is None:
             return
         pos = printer(member.store)
@@ -144,9 +156,9 @@ class TritonKernel:
             pointer_axes = frozenset(axes)
         mask = self.mask_for(pointer_axes)
         if member.node.accumulates:  # several elements may add into one: atomically
-            self._emit(indent, f"tl.atomic_add({pointer}, {text}{', mask=' + mask if mask else ''}, sem='relaxed')")
+            em.emit(indent, f"tl.atomic_add({pointer}, {text}{', mask=' + mask if mask else ''}, sem='relaxed')")
             return
-        self._emit(indent, f"tl.store({pointer}, {text}{', ' + mask if mask else ''})")
+        em.emit(indent, f"tl.store({pointer}, {text}{', ' + mask if mask else ''})")
 
     def _block_shape(self, axes) -> str:
         order = self.block_axes
@@ -168,18 +180,20 @@ class TritonKernel:
         if the shape is wide), at ``indent``: a foreach kernel runs several in one function.
         ``known``: the printed values (``Term`` by ``id`` of the expression) that the
         function computed before; ``counter`` numbers temporaries after them."""
-        self.lines, self.counter, self.names, self.values = [], counter, {}, {}
+        self.emitter = Emitter(PYTHON_INDENT, counter=counter)
+        self.names, self.values = {}, {}
         self._pointwise_body(pid, indent, known)
-        return self.lines
+        return self.emitter.lines
 
-    def _pointwise(self, name: str) -> None:
+    def emit_pointwise(self, name: str) -> None:
         self._begin(name, ["XBLOCK"])
         self._pointwise_body(self._pid(), "    ", {})
         self._end()
 
     def _pointwise_body(self, pid: str, indent: str, known: dict) -> None:
+        em = self.emitter
         plan = self.plan
-        self._emit(indent, f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        em.emit(indent, f"xnumel: tl.constexpr = {plan.outer_numel()}")
         self._flat_index("x", "XBLOCK", f"{pid} * XBLOCK", "", indent)
         self._define_vars(plan.outer, "x", indent)
         self.block_axes = ("x",)
@@ -187,15 +201,15 @@ class TritonKernel:
         printer.memo.update(known)
         self._compute(plan.members, printer, indent, {"x"})
 
-    def _tiled(self, name: str) -> None:
+    def emit_tiled(self, name: str) -> None:
         plan, split = self.plan, self.shape.tile_split
         ynumel = math.prod(v.size for v in plan.outer[:split])
         xnumel = math.prod(v.size for v in plan.outer[split:])
-        self._begin(name, ["YBLOCK", "XBLOCK"])
-        self._emit("    ", f"ynumel: tl.constexpr = {ynumel}")
-        self._emit("    ", f"xnumel: tl.constexpr = {xnumel}")
-        self._emit("    ", "xtiles = (xnumel + XBLOCK - 1) // XBLOCK")
-        self._emit("    ", f"pid = {self._pid()}")
+        em = self._begin(name, ["YBLOCK", "XBLOCK"])
+        em.emit("    ", f"ynumel: tl.constexpr = {ynumel}")
+        em.emit("    ", f"xnumel: tl.constexpr = {xnumel}")
+        em.emit("    ", "xtiles = (xnumel + XBLOCK - 1) // XBLOCK")
+        em.emit("    ", f"pid = {self._pid()}")
         self._flat_index("y", "YBLOCK", "pid // xtiles * YBLOCK", "[:, None]")
         self._flat_index("x", "XBLOCK", "pid % xtiles * XBLOCK", "[None, :]")
         self._define_vars(plan.outer[:split], "y")
@@ -206,26 +220,30 @@ class TritonKernel:
 
     # ------------------------------------------------------------------ reduction shapes
 
-    def _reduction_head(self, name: str, constexprs) -> None:
+    def _reduction_head(self, name: str, constexprs) -> Emitter:
+        """Start a reduction kernel's function: sizes, the outer block, the reduce block's
+        base; gives its emitter."""
         plan = self.plan
         column = self.shape.orientation == "column"
-        self._begin(name, constexprs)
-        self._emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
-        self._emit("    ", f"rnumel: tl.constexpr = {plan.reduce_numel()}")
+        em = self._begin(name, constexprs)
+        em.emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        em.emit("    ", f"rnumel: tl.constexpr = {plan.reduce_numel()}")
         layout_x, layout_r = ("[None, :]", "[:, None]") if column else ("[:, None]", "[None, :]")
         self.block_axes = ("r", "x") if column else ("x", "r")
         self.reduce_axis = 0 if column else 1
         self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", layout_x)
-        self._emit("    ", f"rbase = tl.arange(0, RBLOCK){layout_r}")
+        em.emit("    ", f"rbase = tl.arange(0, RBLOCK){layout_r}")
         self._define_vars(plan.outer, "x")
+        return em
 
     def _r_index(self, offset: str, indent: str) -> None:
-        self._emit(indent, f"rindex = {offset}rbase")
+        em = self.emitter
+        em.emit(indent, f"rindex = {offset}rbase")
         if "r" not in self.unmasked:
-            self._emit(indent, "rmask = rindex < rnumel")
+            em.emit(indent, "rmask = rindex < rnumel")
         self._define_vars(self.plan.reduce, "r", indent)
 
-    def _row(self, name: str) -> None:
+    def emit_row(self, name: str) -> None:
         """Whole rows in registers: each level once, loads shared between levels. A row
         whose length is a power of two is exactly ``RBLOCK`` long (``shapes._row``; tuning
         changes only ``XBLOCK``): it needs no ``rmask``."""
@@ -243,12 +261,12 @@ class TritonKernel:
             finish_level(self, self._accumulators(members), printer)
         self._end()
 
-    def _row_loop(self, name: str) -> None:
+    def emit_row_loop(self, name: str) -> None:
         self._reduction_head(name, ["XBLOCK", "RBLOCK"])
         self._levels_looped("range(0, rnumel, RBLOCK)")
         self._end()
 
-    def _scan(self, name: str) -> None:
+    def emit_scan(self, name: str) -> None:
         """A scan node: each row in chunks of ``RBLOCK``, in order; a chunk's cumulative
         sum (product) is offset by (multiplied with) the running value of the chunks
         before it; a row of one chunk has none. Float32 rows longer than ``LANE_CHAIN_MAX``
@@ -261,37 +279,38 @@ class TritonKernel:
         if dtype is torch.float32 and self.plan.reduce_numel() > LANE_CHAIN_MAX:
             dtype = torch.float64
         neutral = "1" if prod else "0"
-        self._reduction_head(name, ["XBLOCK", "RBLOCK"])  # (a column scan: [RBLOCK, XBLOCK])
+        em = self._reduction_head(name, ["XBLOCK", "RBLOCK"])  # (a column scan: [RBLOCK, XBLOCK])
         axis, block = self.reduce_axis, self._block_shape({"x", "r"})
         if chunks:
-            self._emit("    ", f"running = {full(neutral, dtype, self._block_shape({'x'}), self.index_type)}")
-        self._emit("    ", "for roffset in range(0, rnumel, RBLOCK):")
+            em.emit("    ", f"running = {full(neutral, dtype, self._block_shape({'x'}), self.index_type)}")
+        em.emit("    ", "for roffset in range(0, rnumel, RBLOCK):")
         self._r_index("roffset + ", "        ")
         printer = self._printer("        ")
         value = printer.tensor(printer(m.value), m.value.dtype)
         if dtype != m.value.dtype:
             value = f"{value}.to(tl.float64)"
-        self._emit("        ", f"chunk = tl.where(rmask, tl.broadcast_to({value}, {block}), {neutral})")
+        em.emit("        ", f"chunk = tl.where(rmask, tl.broadcast_to({value}, {block}), {neutral})")
         combine, op = ("multiply", "*") if prod else ("add", "+")
         self.helpers.add(combine)  # (tl.cumsum's own combine fails in the interpreter once Triton is imported)
         scanned = f"tl.associative_scan(chunk, {axis}, {combine})"
-        self._emit("        ", f"scanned = {scanned} {op} running" if chunks else f"scanned = {scanned}")
+        em.emit("        ", f"scanned = {scanned} {op} running" if chunks else f"scanned = {scanned}")
         if chunks:
             total = f"tl.reduce(chunk, {axis}, {combine})[{':, None' if axis == 1 else 'None, :'}]"
-            self._emit("        ", f"running = running {op} {total}")
+            em.emit("        ", f"running = running {op} {total}")
         if dtype != m.value.dtype:
-            self._emit("        ", "scanned = scanned.to(tl.float32)")
+            em.emit("        ", "scanned = scanned.to(tl.float32)")
         self._store(m, Term("scanned", frozenset({"x", "r"})), printer, "        ", {"x", "r"})
         self._end()
 
-    def _column(self, name: str) -> None:
+    def emit_column(self, name: str) -> None:
         """The loop of ``row_loop`` over ``[RBLOCK, XBLOCK]`` tiles, reduced along axis 0."""
-        self._row_loop(name)
+        self.emit_row_loop(name)
 
     def _levels_looped(self, loop: str, outer_stores: bool = True, final: bool = True,
                        offset: str = "roffset + ") -> list:
         """Each odd level a loop over ``RBLOCK`` chunks; returns the partial fields. Not
         ``final`` (a split's first kernel): only the levels up to the first loop."""
+        em = self.emitter
         partials = []
         for level in self.plan.levels:
             if not final and level > 1:
@@ -304,21 +323,21 @@ class TritonKernel:
             for acc, _ in accs:
                 for field_name, f in zip(acc.field_names(), acc.fields()):
                     shape = self._block_shape({"x", "r"})
-                    self._emit("    ", f"{field_name} = {full(f.neutral, f.dtype, shape)}")
-            self._emit("    ", f"for roffset in {loop}:")
+                    em.emit("    ", f"{field_name} = {full(f.neutral, f.dtype, shape)}")
+            em.emit("    ", f"for roffset in {loop}:")
             self._r_index(offset, "        ")
             printer = self._printer("        ")
             self._compute(members, printer, "        ", {"x", "r"})
             for acc, owners in accs:
-                self._accumulate(acc, self._elements(acc, owners[0], printer), "        ")
+                self._accumulate(acc, self.elements(acc, owners[0], printer), "        ")
             for acc, owners in accs:
                 if acc.family == "online":
                     fields = self._online_total(acc, owners[0], "    ")
                 else:
-                    fields = self._reduce(acc, acc.field_names(), "    ")
+                    fields = self.reduce(acc, acc.field_names(), "    ")
                 partials.append((acc, owners, fields))
                 if final:
-                    self._finish(acc, owners, fields, self._printer("    "))
+                    self.finish(acc, owners, fields, self._printer("    "))
         return partials
 
     def _long_lanes(self) -> bool:
@@ -330,9 +349,9 @@ class TritonKernel:
 
     # ------------------------------------------------------------------ split
 
-    def _split(self, name: str) -> None:
-        self._reduction_head(name, ["XBLOCK", "RBLOCK", "RCHUNK"])
-        self._emit("    ", f"rstart = {self._pid(1)} * RCHUNK")
+    def emit_split(self, name: str) -> None:
+        em = self._reduction_head(name, ["XBLOCK", "RBLOCK", "RCHUNK"])
+        em.emit("    ", f"rstart = {self._pid(1)} * RCHUNK")
         self.workspaces = []
         partials = self._levels_looped("range(0, RCHUNK, RBLOCK)", outer_stores=False, final=False,
                                        offset="rstart + roffset + ")
@@ -340,21 +359,22 @@ class TritonKernel:
             for text, f in zip(fields, acc.fields()):
                 param = f"ws{len(self.workspaces)}"
                 self.workspaces.append((param, f.dtype, f.neutral))
-                self._emit("    ", f"tl.store({param} + ({self._pid(1)} * xnumel + xindex), {text}, xmask)")
-        head = self.lines[1]  # the workspaces are known now: add them to the parameters
+                em.emit("    ", f"tl.store({param} + ({self._pid(1)} * xnumel + xindex), {text}, xmask)")
+        lines = em.lines
+        head = lines[1]  # the workspaces are known now: add them to the parameters
         params = [self.params[b] for b in self.buffers] + [w[0] for w in self.workspaces]
-        self.lines[1] = head[:head.index("(") + 1] + ", ".join(params) + head[head.index(", XBLOCK"):]
+        lines[1] = head[:head.index("(") + 1] + ", ".join(params) + head[head.index(", XBLOCK"):]
         self._end()
         self._split_finish(f"{name}_finish", partials)
 
     def _split_finish(self, name: str, partials: list) -> None:
         """Merge the partials of each outer element in order, then the epilogues."""
         plan = self.plan
-        self._begin(name, ["XBLOCK", "SBLOCK", "RSPLIT"], workspaces=True)
-        self._emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        em = self._begin(name, ["XBLOCK", "SBLOCK", "RSPLIT"], workspaces=True)
+        em.emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
         self.block_axes, self.reduce_axis = ("x", "r"), 1
         self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", "[:, None]")
-        self._emit("    ", "sindex = tl.arange(0, SBLOCK)[None, :]")
+        em.emit("    ", "sindex = tl.arange(0, SBLOCK)[None, :]")
         self._define_vars(plan.outer, "x")
         printer = self._printer("    ")
         workspaces = iter(self.workspaces)
@@ -366,11 +386,11 @@ class TritonKernel:
                 loaded = []
                 for f in acc.fields():
                     param = next(workspaces)[0]
-                    name_ = f"partial{next(self.counter)}"
-                    self._emit("    ", f"{name_} = tl.load({param} + (sindex * xnumel + xindex), "
+                    name_ = em.fresh("partial")
+                    em.emit("    ", f"{name_} = tl.load({param} + (sindex * xnumel + xindex), "
                                        f"xmask & (sindex < RSPLIT), other={f.neutral})")
                     loaded.append(name_)
-                self._finish(acc, owners, self._reduce(acc, loaded, "    "), printer)
+                self.finish(acc, owners, self.reduce(acc, loaded, "    "), printer)
         self._end()
 
     # ------------------------------------------------------------------ accumulators
@@ -395,7 +415,7 @@ class TritonKernel:
         # an online sum is finished after the max it is relative to
         return sorted(unique.values(), key=lambda item: item[0].family == "online")
 
-    def _elements(self, acc, member, printer: Printer) -> list:
+    def elements(self, acc: Accumulator, member: Member, printer: Printer) -> list[str]:
         """The fields of each lane's element, neutral where the lane is outside the row."""
         value = printer(member.value)
         index = printer(member.reduce_index) if member.reduce_index is not None else None
@@ -406,10 +426,10 @@ class TritonKernel:
         axes = [value.axes, index.axes if index is not None else frozenset()]
         out = []
         for k, (text, f) in enumerate(zip(texts, acc.fields())):
-            out.append(constants[k] if text is None else self._lanes(text, axes[k], f.neutral))
+            out.append(constants[k] if text is None else self.as_lanes(text, axes[k], f.neutral))
         return out
 
-    def _lanes(self, text: str, axes, neutral: str) -> str:
+    def as_lanes(self, text: str, axes: frozenset, neutral: str) -> str:
         """``text`` (varying along ``axes``) as a full ``[XBLOCK, RBLOCK]`` block, lanes
         past the row holding ``neutral``."""
         if "r" in self.unmasked:
@@ -420,43 +440,46 @@ class TritonKernel:
         return text if full_block else f"tl.broadcast_to({text}, {self._block_shape({'x', 'r'})})"
 
     def _accumulate(self, acc, elements: list, indent: str) -> None:
+        em = self.emitter
         names = acc.field_names()
         if acc.family == "sum":
-            self._emit(indent, f"{names[0]} = {names[0]} + {elements[0]}")
+            em.emit(indent, f"{names[0]} = {names[0]} + {elements[0]}")
             return
         if acc.family == "welford":  # a loop's step: lanes fold one element (or none, past the row)
             self._use("welford_step")
-            self._emit(indent, f"{', '.join(names)} = welford_step({', '.join(names)}, {elements[0]}, "
-                               f"{elements[2]}, roffset // RBLOCK)")
+            em.emit(indent, f"{', '.join(names)} = welford_step({', '.join(names)}, {elements[0]}, "
+                            f"{elements[2]}, roffset // RBLOCK)")
             return
         self._use(acc.combine)
-        self._emit(indent, f"{', '.join(names)} = {acc.combine}({', '.join(names + elements)})")
+        em.emit(indent, f"{', '.join(names)} = {acc.combine}({', '.join(names + elements)})")
 
     def _online_total(self, acc, member, indent: str) -> list:
         """An online sum's lanes made relative to the row's max, then summed."""
-        lanes = f"tmp{next(self.counter)}"
+        em = self.emitter
+        lanes = em.fresh("tmp")
         largest = self.values[member.max_member].text
         self._use("online_sum_total")
-        self._emit(indent, f"{lanes} = online_sum_total({', '.join(acc.field_names())}, {largest})")
-        total = f"tmp{next(self.counter)}"
+        em.emit(indent, f"{lanes} = online_sum_total({', '.join(acc.field_names())}, {largest})")
+        total = em.fresh("tmp")
         self._use("add")
-        self._emit(indent, f"{total} = tl.reduce({lanes}, {self.reduce_axis}, add, keep_dims=True)")
+        em.emit(indent, f"{total} = tl.reduce({lanes}, {self.reduce_axis}, add, keep_dims=True)")
         return [total]
 
-    def _reduce(self, acc, fields: list, indent: str) -> list:
+    def reduce(self, acc: Accumulator, fields: list[str], indent: str) -> list[str]:
         """Fold ``fields`` along the reduce axis by the accumulator's combine."""
-        return self._tree(fields, acc.combine, indent)
+        return self.tree(fields, acc.combine, indent)
 
-    def _tree(self, fields: list, combine: str, indent: str) -> list:
+    def tree(self, fields: list[str], combine: str, indent: str) -> list[str]:
         """One ``tl.reduce`` of ``fields`` (a tuple if several) along the reduce axis by
         ``combine``; returns the names of the results."""
-        outs = [f"tmp{next(self.counter)}" for _ in fields]
+        em = self.emitter
+        outs = [em.fresh("tmp") for _ in fields]
         self._use(combine)
         args = fields[0] if len(fields) == 1 else f"({', '.join(fields)})"
-        self._emit(indent, f"{', '.join(outs)} = tl.reduce({args}, {self.reduce_axis}, {combine}, keep_dims=True)")
+        em.emit(indent, f"{', '.join(outs)} = tl.reduce({args}, {self.reduce_axis}, {combine}, keep_dims=True)")
         return outs
 
-    def _finish(self, acc, owners, fields: list, printer: Printer) -> None:
+    def finish(self, acc: Accumulator, owners: list[Member], fields: list[str], printer: Printer) -> None:
         """Bind each member's result and store it."""
         for m in owners:
             result = Term(acc.result(m.reduce_op, fields), frozenset("x"))
@@ -468,3 +491,14 @@ class TritonKernel:
     def _use(self, helper: str) -> None:
         if is_helper(helper):
             self.helpers.add(helper)
+
+
+SHAPE_EMITTERS: dict[str, Callable[[TritonKernel, str], None]] = {
+    "pointwise": TritonKernel.emit_pointwise,
+    "tiled": TritonKernel.emit_tiled,
+    "row": TritonKernel.emit_row,
+    "row_loop": TritonKernel.emit_row_loop,
+    "scan": TritonKernel.emit_scan,
+    "column": TritonKernel.emit_column,
+    "split": TritonKernel.emit_split,
+}

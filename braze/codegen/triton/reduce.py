@@ -4,7 +4,9 @@ Takes: a reduction member of a kernel plan. Gives: ``Accumulator``: the fields
 of its partial result (one tensor each), their dtypes and neutral values, the
 fields of a single element, the helper that merges two partials (used both
 element-wise, for the per-lane accumulators of a reduction loop, and by
-``tl.reduce`` across a block), and which field holds each member's result.
+``tl.reduce`` across a block), and which field holds each member's result. The
+families, a boolean's family and which field holds a result are
+``braze.ir.reductions``'; ``online`` is this backend's own.
 
 Numerics follow the C++ backend: in reduction loops (one accumulator per lane,
 a long sequential chain each) float32 sums and moments accumulate in float64,
@@ -25,20 +27,13 @@ import torch
 from braze.codegen.triton.exprs import TL_TYPES, literal
 from braze.ir import dtypes
 from braze.ir.graph import ReduceOp
+from braze.ir.reductions import BOOL_FAMILY, FAMILY, INDEX_RESULTS, RESULT_FIELD, WIDE_FAMILIES
 
-FAMILY = {
-    ReduceOp.SUM: "sum", ReduceOp.PROD: "prod", ReduceOp.MAX: "max", ReduceOp.MIN: "min",
-    ReduceOp.ANY: "any", ReduceOp.ALL: "all", ReduceOp.ARGMAX: "argmax", ReduceOp.ARGMIN: "argmin",
-    ReduceOp.WELFORD_MEAN: "welford", ReduceOp.WELFORD_M2: "welford",
-}
-BOOL_FAMILY = {"max": "any", "sum": "any", "min": "all", "prod": "all"}
 COMBINE = {"sum": "add", "prod": "multiply", "max": "maximum_nan", "min": "minimum_nan",
            "any": "maximum_nan", "all": "minimum_nan", "argmax": "argmax_combine",
            "argmin": "argmin_combine", "welford": "welford_combine", "online": "online_sum_exp"}
-RESULT_FIELD = {ReduceOp.ARGMAX: "index", ReduceOp.ARGMIN: "index", ReduceOp.WELFORD_MEAN: "mean",
-                ReduceOp.WELFORD_M2: "m2"}
 INDEX_MAX = str(2 ** 63 - 1)
-WIDE_FAMILIES = ("sum", "welford", "online")
+LOOP_WIDE_FAMILIES = (*WIDE_FAMILIES, "online")  # (an online softmax sum is a sum)
 
 
 @dataclass
@@ -64,7 +59,7 @@ class Accumulator:
         """float64 for float32 products (a tree of partial products must not overflow
         where eager's running product does not), and for float32 sums and moments
         folded in loops."""
-        if self.dtype is torch.float32 and (self.family == "prod" or self.wide and self.family in WIDE_FAMILIES):
+        if self.dtype is torch.float32 and (self.family == "prod" or self.wide and self.family in LOOP_WIDE_FAMILIES):
             return torch.float64
         return self.dtype
 
@@ -116,10 +111,11 @@ class Accumulator:
     def result(self, op: ReduceOp, fields: list) -> str:
         """The member's result, from the texts of the final fields."""
         names = [x.suffix for x in self.fields()]
-        text = fields[-1] if self.family == "online" else fields[names.index(RESULT_FIELD.get(op, ""))]
+        k = names.index(RESULT_FIELD[op]) if op in RESULT_FIELD else 0
+        text = fields[-1] if self.family == "online" else fields[k]
         if self.family in ("any", "all"):
             return f"({text} != 0)"
-        if self.acc_dtype != self.dtype and op not in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+        if self.acc_dtype != self.dtype and op not in INDEX_RESULTS:
             return f"{text}.to({TL_TYPES[self.dtype]})"
         return text
 

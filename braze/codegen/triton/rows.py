@@ -28,36 +28,41 @@ Sums are float32 trees, as in the loops (a block's tree reduction stays in float
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from braze.codegen.triton.exprs import Printer, exact_reciprocal, literal
 
+if TYPE_CHECKING:
+    from braze.codegen.triton.kernel import TritonKernel
+
 INDEX_LIMITS = {"tl.int32": str(2 ** 31 - 1), "tl.int64": str(2 ** 63 - 1)}
 
 
-def finish_level(kernel, accumulators: list, printer: Printer) -> None:
+def finish_level(kernel: TritonKernel, accumulators: list, printer: Printer) -> None:
     """Reduce a level's accumulators along the row and bind their members' results;
     the level's plain sums, if more than one, as one tree."""
     sums = [(acc, owners) for acc, owners in accumulators if acc.family == "sum"]
     if len(sums) < 2:
         sums = []
-    texts = [kernel._elements(acc, owners[0], printer)[0] for acc, owners in sums]
+    texts = [kernel.elements(acc, owners[0], printer)[0] for acc, owners in sums]
     for (acc, owners), total in zip(sums, tree_sums(kernel, texts, printer.indent)):
-        kernel._finish(acc, owners, [total], printer)
+        kernel.finish(acc, owners, [total], printer)
     for acc, owners in accumulators:
         if all(acc is not other for other, _ in sums):
-            kernel._finish(acc, owners, row_fields(kernel, acc, owners[0], printer), printer)
+            kernel.finish(acc, owners, row_fields(kernel, acc, owners[0], printer), printer)
 
 
-def row_fields(kernel, acc, member, printer: Printer) -> list:
+def row_fields(kernel: TritonKernel, acc, member, printer: Printer) -> list:
     if acc.family == "welford":
         return _moments(kernel, acc, member, printer)
     if acc.family in ("argmax", "argmin") and acc.dtype is not torch.bool:
         return _arg_extreme(kernel, acc, member, printer)
-    return kernel._reduce(acc, kernel._elements(acc, member, printer), printer.indent)
+    return kernel.reduce(acc, kernel.elements(acc, member, printer), printer.indent)
 
 
-def _moments(kernel, acc, member, printer: Printer) -> list:
+def _moments(kernel: TritonKernel, acc, member, printer: Printer) -> list:
     """[mean, m2, count]: the mean from a sum, then the sum of squared deviations from it
     (two passes over the register-resident row, as Inductor's persistent Welford). The
     mean's rounding error d adds n * d^2 to m2, relatively (d / std)^2: 1e-8 for a row of
@@ -68,9 +73,9 @@ def _moments(kernel, acc, member, printer: Printer) -> list:
     text = acc.element(printer.tensor(value, member.value.dtype), None)[0]
     dtype = acc.acc_dtype
     count = literal(float(kernel.plan.reduce_numel()), dtype)
-    total, = tree_sums(kernel, [kernel._lanes(text, value.axes, "0.0")], printer.indent)
+    total, = tree_sums(kernel, [kernel.as_lanes(text, value.axes, "0.0")], printer.indent)
     mean = printer.temp(_divide(total, count, dtype), {"x"})
-    centered = printer.temp(kernel._lanes(f"{text} - {mean.text}", value.axes | {"x"}, "0.0"), {"x", "r"})
+    centered = printer.temp(kernel.as_lanes(f"{text} - {mean.text}", value.axes | {"x"}, "0.0"), {"x", "r"})
     squares, = tree_sums(kernel, [f"{centered.text} * {centered.text}"], printer.indent)
     return [mean.text, squares, count]
 
@@ -86,11 +91,11 @@ def _divide(text: str, count: str, dtype) -> str:
     return f"{text} / {count}"
 
 
-def _arg_extreme(kernel, acc, member, printer: Printer) -> list:
+def _arg_extreme(kernel: TritonKernel, acc, member, printer: Printer) -> list:
     """[extreme value, its first index (int64)]."""
     value, index = printer(member.value), printer(member.reduce_index)
     neutral = acc.fields()[0].neutral
-    lanes = printer.temp(kernel._lanes(printer.tensor(value, member.value.dtype), value.axes, neutral), {"x", "r"})
+    lanes = printer.temp(kernel.as_lanes(printer.tensor(value, member.value.dtype), value.axes, neutral), {"x", "r"})
     combine = "maximum_nan" if acc.family == "argmax" else "minimum_nan"
     extreme = _tree(kernel, lanes.text, combine, printer.indent)
     hit = f"({lanes.text} == {extreme})"
@@ -104,16 +109,16 @@ def _arg_extreme(kernel, acc, member, printer: Printer) -> list:
     return [extreme, printer.temp(f"{first}.to(tl.int64)", {"x"}).text]
 
 
-def _tree(kernel, text: str, combine: str, indent: str) -> str:
+def _tree(kernel: TritonKernel, text: str, combine: str, indent: str) -> str:
     """``text`` reduced along the row by ``combine``; the name of the result."""
-    return kernel._tree([text], combine, indent)[0]
+    return kernel.tree([text], combine, indent)[0]
 
 
-def tree_sums(kernel, texts: list, indent: str) -> list:
+def tree_sums(kernel: TritonKernel, texts: list, indent: str) -> list:
     """The row sums of ``texts``, up to three to a ``tl.reduce`` (``add2``, ``add3``); the
     names of the results."""
     outs = []
     for start in range(0, len(texts), 3):
         chunk = texts[start:start + 3]
-        outs += kernel._tree(chunk, f"add{len(chunk)}" if len(chunk) > 1 else "add", indent)
+        outs += kernel.tree(chunk, f"add{len(chunk)}" if len(chunk) > 1 else "add", indent)
     return outs

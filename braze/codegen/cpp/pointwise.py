@@ -1,0 +1,121 @@
+"""Pointwise kernels of the C++ backend: every member computed per element, no reduction.
+
+Takes: a ``CppKernel`` of shape ``pointwise``. Gives: ``emit_pointwise(kernel)``, its
+loops: the outer loops in parallel, the innermost one ``omp simd``; or, where it pays,
+the innermost loop cut into pieces where a condition on its index flips (``pieces``),
+in blocks whose random numbers are drawn together (``draws``), or with its outputs
+streamed around the cache (``streams``). A kernel with no loop (a scalar) is one block.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from braze.codegen.cpp.draws import BlockDraws
+from braze.codegen.cpp.lanes import emit_lanes
+from braze.codegen.cpp.pieces import over_piece, piece_name, piece_var, pieces
+from braze.codegen.cpp.streams import emit_streamed, streamed
+from braze.ir.expr import Op, free_vars, walk
+
+if TYPE_CHECKING:
+    from braze.codegen.cpp.kernel import CppKernel
+
+
+def emit_pointwise(kernel: CppKernel) -> None:
+    plan, em = kernel.plan, kernel.emitter
+    indent = "  "
+    loops = plan.outer
+    if not loops and kernel.nested:
+        em.emit(indent, "#pragma omp single nowait")
+    cuts = pieces(kernel)
+    draws = _pointwise_draws(kernel, cuts)
+    stream = [] if cuts or draws else streamed(kernel)
+    if stream:
+        emit_streamed(kernel, stream)
+        return
+    if len(loops) == 1 and not draws:
+        em.emit(indent, kernel.parallel(1, simd=True))
+    elif len(loops) > 1:
+        em.emit(indent, kernel.parallel(len(loops) - 1))
+    inner = kernel.open_loops(loops[:-1], indent)
+    if cuts or draws:
+        if draws:
+            _pointwise_blocks(kernel, inner, draws)
+        for lo, hi in cuts:
+            _pointwise_piece(kernel, inner, lo, hi)
+        kernel.close_loops(len(loops) - 1, inner)
+        return
+    _innermost_loop(kernel, inner)
+
+
+def _innermost_loop(kernel: CppKernel, indent: str) -> None:
+    """The innermost loop (``omp simd``) and its body: every member, per element; a
+    kernel with no loop, one block."""
+    plan, em = kernel.plan, kernel.emitter
+    loops = plan.outer
+    checked = _outer_checks(kernel, indent, loops[-1]) if len(loops) > 1 else {}
+    if len(loops) > 1:
+        em.emit(indent, "#pragma omp simd")
+    inner = kernel.open_loops(loops[-1:], indent)
+    if not loops:
+        em.emit(inner, "{")
+    printer = kernel.printer(inner)
+    printer.memo.update(checked)
+    kernel.preload(plan.members, printer)
+    for m in plan.members:
+        kernel.compute(m, printer, inner)
+    if not loops:
+        em.emit(inner, "}")
+    kernel.close_loops(len(loops), inner)
+
+
+def _outer_checks(kernel: CppKernel, indent: str, inner_var) -> dict:
+    """Run-time checks (``Op.CHECK``) that do not vary along the innermost loop (a row's
+    index: ``x[rows]``, an embedding), printed before it: a check is a conditional call,
+    which GCC does not vectorize. Returns their printed names, for the loop's printer."""
+    printer = kernel.printer(indent)
+    for e in walk(kernel.plan.expressions()):
+        if e.op is Op.CHECK and inner_var not in free_vars(e) and not any(n.op is Op.VALUE for n in walk(e)):
+            printer(e)
+    return printer.memo
+
+
+def _pointwise_draws(kernel: CppKernel, cuts) -> BlockDraws | None:
+    """The random values the innermost loop draws a block at a time (``draws``), if it
+    runs whole (no pieces) and not inside a foreach kernel's parallel region."""
+    loops = kernel.plan.outer
+    lanes = kernel.lanes_for(loops[-1].size) if loops else 0
+    if cuts or kernel.nested or lanes < 4:
+        return None
+    return BlockDraws(kernel, kernel.plan.expressions(), loops[-1], lanes)
+
+
+def _pointwise_blocks(kernel: CppKernel, indent: str, draws: BlockDraws) -> None:
+    """The innermost loop in blocks of lanes, each block's random words drawn first."""
+    plan = kernel.plan
+
+    def body(ind: str, narrow: dict | None) -> None:
+        printer = kernel.printer(ind)
+        if narrow is not None:
+            printer.memo.update(draws.memo())
+        kernel.preload(plan.members, printer)
+        for m in plan.members:
+            kernel.compute(m, printer, ind)
+    pragma = kernel.parallel(1) if len(plan.outer) == 1 else ""
+    emit_lanes(kernel, indent, plan.outer[-1], draws.lanes, body, head=draws.emit_head, pragma=pragma)
+
+
+def _pointwise_piece(kernel: CppKernel, indent: str, lo: int, hi: int) -> None:
+    """The innermost loop over ``[lo, hi)`` (``pieces``), its expressions rewritten."""
+    em = kernel.emitter
+    z = kernel.plan.outer[-1]
+    name, v = piece_name(z, lo), piece_var(z, lo, hi)
+    if v.op is Op.VAR:  # (a piece of one element is the constant 0)
+        kernel.names[v] = name
+    em.emit(indent, "#pragma omp simd")
+    em.emit(indent, f"for (int64_t {name} = 0; {name} < {hi - lo}; {name}++) {{")
+    body = em.deeper(indent)
+    printer, memo = kernel.printer(body), {}
+    for m in kernel.plan.members:
+        kernel.compute(m, printer, body, exprs=(over_piece(m.value, z, lo, hi, memo),
+                                                over_piece(m.store, z, lo, hi, memo)))
+    em.emit(indent, "}")

@@ -441,23 +441,31 @@ def columnar(nodes, nest: Nest, graph: Graph) -> bool:
         for e in walk(n.body):
             layout = graph.layout_of(e.arg) if e.op is Op.LOAD else None
             if layout is not None:
-                positions.append(layout.position([in_kernel(i, nest.maps[n.name]) for i in e.args]))
+                positions.append((layout.position([in_kernel(i, nest.maps[n.name]) for i in e.args]), e.arg))
     return reads_columns(positions, kernel_vars[nest.n_outer - 1], kernel_vars[-1])
 
 
-def reads_columns(positions: list, x_in, r_in) -> bool:
-    """Do loads at ``positions`` (storage offsets in kernel variables) step along the
-    innermost outer loop ``x_in`` rather than the innermost reduce loop ``r_in``? A vote
-    of the loads that move with both: a load the same for every ``x_in`` (a per-row
-    statistic of a LayerNorm backward) is one short vector, read from cache by every
-    column. Fewer than 4 columns are never columnar."""
+def reads_columns(loads, x_in, r_in, weight=None) -> bool:
+    """Do ``loads`` (``(storage position in kernel variables, buffer)`` pairs) step along the
+    innermost outer loop ``x_in`` rather than the innermost reduce loop ``r_in``? A vote of
+    the loads: +1 for a load contiguous along ``x_in`` and strided along ``r_in``, -1 for one
+    contiguous along ``r_in``. Fewer than 4 columns are never columnar.
+
+    ``weight`` (buffer -> int; the C++ kernel's vote) weighs each load by its buffer's size
+    and counts the loads that move along ``r_in`` alone: in C++ a thread streams every
+    buffer from memory, so the big buffers decide. Without it (legality, Triton) a load the
+    same for every ``x_in`` (a per-row statistic of a LayerNorm backward) does not vote: it
+    is one short vector, read from cache by every column."""
     if x_in.size < 4:
         return False
     votes = 0
-    for position in positions:
-        if {r_in, x_in} <= free_vars(position):
-            kx, kr = S.coefficient(position, x_in), S.coefficient(position, r_in)
-            votes += 1 if kx == 1 and kr not in (None, 1) else -1 if kr == 1 else 0
+    for position, buffer in loads:
+        names = free_vars(position)
+        if r_in not in names or weight is None and x_in not in names:
+            continue
+        kx, kr = S.coefficient(position, x_in), S.coefficient(position, r_in)
+        vote = 1 if kx == 1 and kr not in (None, 1) else -1 if kr == 1 else 0
+        votes += vote * (weight(buffer) if weight is not None else 1)
     return votes > 0
 
 

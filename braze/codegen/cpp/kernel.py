@@ -56,8 +56,7 @@ from braze.codegen.cpp.streams import RowStream
 from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.codegen.emitter import CPP_INDENT, Emitter
 from braze.fuse.kernel import KernelPlan, Member
-from braze.fuse.legality import COLUMN
-from braze.ir import simplify as S
+from braze.fuse.legality import COLUMN, reads_columns
 from braze.ir.expr import Expr, Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
@@ -130,22 +129,11 @@ class CppKernel:
         return "row"
 
     def _columnar(self) -> bool:
-        """Do the reductions mostly read along the innermost outer dimension rather
-        than the reduce one? Each load votes with the size of its buffer (the Triton
-        backend's vote, ``legality.reads_columns``, counts loads)."""
-        x_in, r_in = self.plan.outer[-1], self.plan.reduce[-1]
-        if x_in.size < 4:
-            return False
-        votes = 0
-        for e in walk(self.plan.expressions()):
-            if e.op is Op.LOAD and r_in in free_vars(e.args[0]):
-                kx, kr = S.coefficient(e.args[0], x_in), S.coefficient(e.args[0], r_in)
-                weight = self.plan.extents[e.arg]
-                if kx == 1 and kr not in (None, 1):
-                    votes += weight
-                elif kr == 1:
-                    votes -= weight
-        return votes > 0
+        """Do the reductions mostly read along the innermost outer dimension rather than the
+        reduce one? Each load votes with the size of its buffer (``legality.reads_columns``)."""
+        loads = [(e.args[0], e.arg) for e in walk(self.plan.expressions()) if e.op is Op.LOAD]
+        return reads_columns(loads, self.plan.outer[-1], self.plan.reduce[-1],
+                             weight=self.plan.extents.__getitem__)
 
     # ------------------------------------------------------------------ text
 

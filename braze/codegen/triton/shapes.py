@@ -316,7 +316,7 @@ def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = Fal
 
 def _columnar(plan) -> bool:
     """Do the reductions read along the innermost outer loop rather than the reduce one?"""
-    loads = [e.args[0] for e in walk(plan.expressions()) if e.op is Op.LOAD]
+    loads = [(e.args[0], e.arg) for e in walk(plan.expressions()) if e.op is Op.LOAD]
     return reads_columns(loads, plan.outer[-1], plan.reduce[-1])
 
 

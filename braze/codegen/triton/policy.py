@@ -11,7 +11,9 @@ reduction of few long rows (``slow_gather_rows``).
 Op costs. A load costs about 100 flops and libdevice's exp, log, erf take 10-35
 instructions per element: recomputing is cheap, and each costly op counts 4; but sin, cos,
 tan, acosh and lgamma take 87-309 (their slow argument reductions are inlined for every
-element a thread handles), and code size is compile time: they count 25, over
+element a thread handles), and code size is compile time (LLaMA's rotary kernel
+recomputing sin and cos was its graph's slowest kernel to compile: docs/benchmarks.md,
+"Where compile time goes"): they count 25, over
 ``config.inline_max_ops``, so a buffer holding one, read by several kernels, is stored. A
 random number (``Op.RANDOM``: Philox's 10 rounds, about 100 integer instructions) counts 25.
 """
@@ -36,7 +38,8 @@ SPLIT_MIN_COLUMN = 1 << 10  # columns shorter than this are never split
 COLUMN_BLOCK_MIN = 16  # the fewest columns one program of a column reduction takes
 # A column reduction is also split where its columns make fewer blocks of this many than
 # the device has SMs: one program per block would then take 16-32 columns (64-128-byte
-# pieces of each row), too little to keep the loads in flight.
+# pieces of each row), too narrow to read at the memory's rate; row chunks over several
+# programs keep 64 columns a program (``python -m benchmarks.column_sums``).
 COLUMN_BLOCK_WIDE = 64
 GATHER_ROW_MIN = 2048  # a reduction's row longer than this (one loop chunk) gathers in several rounds
 
@@ -83,8 +86,9 @@ def slow_gather_rows(outer: int, reduce: int, fill: int) -> bool:
     """Would a reduction of ``outer`` rows of ``reduce`` elements that gathers (loads at
     indices it loads) wait on its gathers chunk after chunk? Fewer rows than programs fill
     the device, each longer than ``GATHER_ROW_MIN`` and too short to be split. (A loss's
-    per-row pick from the logits, summed in one program, waits on every chunk's gathers,
-    where the kernel that computed the rows' max and sum gathers them in passing.)"""
+    per-row pick from the logits, summed in one program, waits on each chunk's gathers
+    before the next; the kernel that computes the rows' max and sum gathers them in
+    passing instead: docs/benchmarks.md, "Reductions by layout".)"""
     return outer < fill and GATHER_ROW_MIN < reduce < SPLIT_MIN_ROW
 
 

@@ -1,6 +1,11 @@
-"""The cpp backend's row and column kernels: values against eager on fresh random inputs,
-and the generated-source properties their speed rests on (one exp per softmax element,
-next-row prefetches, wide unrolled column blocks)."""
+"""The C++ backend's row kernels (softmax, log-softmax, LayerNorm, sums, means and
+moments along the last dimension): values against eager, or against the float64 result
+where eager's float32 sums are further off, on fresh random inputs; and the
+generated-source properties their speed rests on: one ``exp`` per softmax element, the
+next row prefetched, float32 row sums through float partials folded into double, moments
+in two passes over the kept row (Welford only for rows too long to keep), NaN-propagating
+max and min, and ``exp`` kept in the loop that uses it."""
+import math
 import re
 
 import pytest
@@ -8,6 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import braze
+from braze.codegen.cpp.lanes import CHUNK
+from braze.codegen.cpp.rows import SCRATCH_MAX
 from helpers import Compiled, check, check_low_precision
 
 LANES = braze.config.cpp_lanes
@@ -25,14 +32,14 @@ def kernel_source(compiled) -> str:
     return graph.source[graph.source.index("// kernel"):]
 
 
-def compiled_run(fn, *args, shape=None):
-    """braze's result, after checking it compiled (one kernel of ``shape``, if given)."""
+def compiled_source(fn, *args):
+    """braze's result and its kernels' source (one graph, compiled, no fallback)."""
+    torch._dynamo.reset()
     with Compiled() as compiled:
         out = torch.compile(fn, backend="braze")(*args)
-    assert compiled.graphs and not compiled.failures
-    if shape is not None:
-        assert [k.shape for k in compiled.kernels] == [shape]
-    return out
+    assert len(compiled.graphs) == 1 and not compiled.failures
+    source = compiled.graphs[0].source
+    return out, source[source.index("// kernel"):]
 
 
 def lane_loops(n: int) -> int:
@@ -45,6 +52,10 @@ def lane_loops(n: int) -> int:
 
 
 ROW_LENGTHS = [1, 7, LANES, 1000, 1024, 4099]
+
+
+# Row lengths about the chunk of float partials (``LANES * CHUNK``) too.
+CHUNKED_ROW_LENGTHS = [1, 7, LANES, LANES * CHUNK + 3, 1000, 1024, 4099]
 
 
 @pytest.mark.parametrize("n", ROW_LENGTHS)
@@ -104,90 +115,116 @@ def test_softmax_bf16(n):
     check_low_precision(lambda x: torch.softmax(x, -1), (torch.randn(9, n) * 3).bfloat16())
 
 
-COLUMN_SHAPES = [(2048, 2048), (1001, 33), (3, 5), (7, 3000), (4097, 64), (1, 100), (6, 1)]
+def test_softmax_float16_rows():
+    check_low_precision(lambda x: torch.softmax(x, -1), (torch.randn(9, 1000) * 3).half())
 
 
-@pytest.mark.parametrize("shape", COLUMN_SHAPES, ids=str)
-def test_column_sum_float64(shape):
-    check(lambda x: x.sum(0), torch.randn(shape, dtype=torch.float64))
+@pytest.mark.parametrize("n", CHUNKED_ROW_LENGTHS + [SCRATCH_MAX + 5])
+def test_row_sum_as_exact_as_float32_holds(n):
+    """float32 partials of at most CHUNK elements per lane, folded into double."""
+    x = torch.randn(23, n)
+    actual, source = compiled_source(lambda x: x.sum(-1), x)
+    torch.testing.assert_close(actual, x.double().sum(-1).float())
+    if n >= LANES * CHUNK:
+        assert "float a0c_v[" in source and "double a0_v[" in source, source
 
 
-@pytest.mark.parametrize("shape", COLUMN_SHAPES, ids=str)
-def test_column_sum_float32(shape):
-    """float32 columns sum in double: as close to the exact sum as float32 holds it, and
-    never further from it than eager's float32 sum (2048 rows: eager is 1e-4 off)."""
-    x = torch.randn(shape)
-    exact = x.double().sum(0)
-    actual = compiled_run(lambda x: x.sum(0), x, shape="column" if shape[1] > 1 and shape[0] > 1 else None)
-    torch.testing.assert_close(actual, exact.float())
-    assert (actual.double() - exact).abs().max() <= (x.sum(0).double() - exact).abs().max()
+@pytest.mark.parametrize("n", CHUNKED_ROW_LENGTHS)
+def test_row_mean_of_large_values(n):
+    x = torch.randn(9, n) * 1e4 + 3e5
+    actual, _ = compiled_source(lambda x: x.mean(-1), x)
+    torch.testing.assert_close(actual, x.double().mean(-1).float())
 
 
-@pytest.mark.parametrize("shape", COLUMN_SHAPES, ids=str)
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
-def test_column_sum_exact(shape, dtype):
-    if dtype is torch.bool:
-        x = torch.rand(shape) > 0.5
-    else:
-        x = torch.randint(-2 ** 30, 2 ** 30, shape, dtype=dtype)
-        if dtype is torch.int64:
-            x = x * 2 ** 20  # large values: exact sums, no float in between
-    check(lambda x: x.sum(0), x)
+@pytest.mark.parametrize("n", CHUNKED_ROW_LENGTHS)
+def test_softmax_rows(n):
+    check(lambda x: torch.softmax(x, -1), torch.randn(13, n) * 5)
 
 
-def test_column_sum_source_single_thread():
-    """2048 fp32 columns: one block of all columns (double accumulators, 16 KiB), rows
-    folded four at a time, each in order, into a float partial added to the double once."""
-    with braze.config.patch(num_threads=1):
-        compiled = check(lambda x: x.sum(0), torch.randn(512, 2048))
-    (kernel,) = compiled.kernels
-    source = kernel_source(compiled)
-    assert kernel.shape == "column"
-    assert "xb += 2048" in source and "double a0_v[2048]" in source, source
-    assert "rb += 4" in source and source.count("a0c_v[l] = (a0c_v[l] + ") == 4, source
-    assert source.count("a0_v[l] = (a0_v[l] + (double)(a0c_v[l]));") == 1, source
+@pytest.mark.parametrize("n", CHUNKED_ROW_LENGTHS[1:])
+def test_var_mean_rows_in_two_passes(n):
+    x = torch.randn(17, n) * 3 + 50  # a large mean: one-pass sums of squares would cancel
+    actual, source = compiled_source(lambda x: torch.var_mean(x, -1), x)
+    var, mean = (t.double() for t in torch.var_mean(x.double(), -1))
+    torch.testing.assert_close(actual[1], mean.float())
+    torch.testing.assert_close(actual[0], var.float())
+    assert "keep0[r0] - " in source and "blocks" not in source, source
 
 
-def test_column_sum_blocks_for_every_thread():
+@pytest.mark.parametrize("n", [5, 1000, 1024, 4099, SCRATCH_MAX + 5])
+def test_layer_norm_rows_of_large_mean(n):
+    x, w, b = torch.randn(11, n) * 2 + 7, torch.randn(n), torch.randn(n)
+    check(lambda x, w, b: F.layer_norm(x, (n,), w, b), x, w, b)
+
+
+def test_long_rows_keep_welford():
+    """Rows too long to keep in a scratch array: one pass (Welford)."""
+    n = SCRATCH_MAX + 5
+    x = torch.randn(3, n)
+    _, source = compiled_source(lambda x: torch.var_mean(x, -1), x)
+    assert "blocks" in source and "keep0" not in source, source
+
+
+@pytest.mark.parametrize("n", [7, 1000, 1024])
+def test_bias_residual_layer_norm_bf16(n):
+    """The normalizing loop reads the kept sum instead of recomputing it from the inputs."""
+    def fn(x, bias, residual, w, b):
+        h = x + bias + residual
+        return F.layer_norm(h, (n,), w, b), h
+    args = [torch.randn(33, n).bfloat16(), torch.randn(n).bfloat16(), torch.randn(33, n).bfloat16(),
+            torch.randn(n).bfloat16(), torch.randn(n).bfloat16()]
+    check_low_precision(fn, *args)
+    _, source = compiled_source(fn, *args)
+    assert source.count("= arg2[") == 1 + (n % LANES != 0), source  # the residual: loaded in the first loop only
+
+
+@pytest.mark.parametrize("n", [64, 1000])
+def test_layer_norm_gelu_training(n):
+    x = torch.randn(24, n, requires_grad=True)
+    w = torch.randn(n, requires_grad=True)
+    b = torch.randn(n, requires_grad=True)
+    check(lambda x, w, b: F.gelu(F.layer_norm(x, (n,), w, b)), x, w, b, grad=True)
+
+
+def test_var_over_two_dims_keeps_welford():
+    check(lambda x: torch.var_mean(x, (1, 2)), torch.randn(6, 30, 70) + 4)
+
+
+@pytest.mark.parametrize("where", [0, 5, -1])
+@pytest.mark.parametrize("n", [7, 1024, 1000])
+def test_max_min_propagate_nan(where, n):
+    x = torch.randn(6, n)
+    x[1, where] = math.nan
+    x[3, :] = -math.inf
+    x[4, where] = math.inf
+    check(lambda x: (x.amax(-1), x.amin(-1), torch.maximum(x, x.flip(-1)), torch.minimum(x, x.flip(-1))), x)
+    torch._dynamo.reset()
+    check(lambda x: torch.softmax(x, -1), x)
+
+
+def test_split_sum_keeps_double_lanes():
+    """Few long rows, shared by threads: partials per thread, no chunks."""
     with braze.config.patch(num_threads=2):
-        compiled = check(lambda x: x.sum(0), torch.randn(512, 2048))
-    source = kernel_source(compiled)
-    assert "num_threads(2)" in source and "xb += 1024" in source, source
+        x = torch.randn(1, 40000)
+        actual, source = compiled_source(lambda x: x.sum(-1), x)
+    torch.testing.assert_close(actual, x.double().sum(-1).float())
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: x.var(0),
-    lambda x: x.amax(0),
-    lambda x: (x - x.mean(0)).abs().sum(0),
-    lambda x: x.sum(0).tanh() * 3,
-    lambda x: x.sum(1),  # (A, R, C): reduce the middle dimension
-    lambda x: x.sum((0, 1)),
-], ids=["var", "amax", "centered", "epilogue", "middle", "two_dims"])
-@pytest.mark.parametrize("shape", [(37, 5, 301), (9, 1027, 70)], ids=str)
-def test_column_reductions(fn, shape):
-    """Against the float64 result rounded to float32 (braze sums float32 in double;
-    eager's float32 sums of 9243 elements are further off than the default tolerance)."""
-    x = torch.randn(shape)
-    actual = compiled_run(fn, x, shape="column")
-    torch.testing.assert_close(actual, fn(x.double()).float())
+def test_two_layer_norms_in_one_row():
+    """Moments at two levels of one row kernel, each kept and computed in two passes."""
+    n = 300
+    x, w = torch.randn(19, n) * 4 + 2, torch.randn(n)
+    check(lambda x, w: F.layer_norm(F.layer_norm(x, (n,)) * w + 3, (n,)), x, w)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: torch.randn(1030, 600)[:, ::2],  # columns every other element
-    lambda: torch.randn(300, 1030).t()[:, 10:],  # the "columns" are contiguous rows of the storage
-    lambda: torch.randn(40, 600, 3).permute(2, 0, 1)[1],
-], ids=["step2", "transposed", "permuted"])
-def test_column_sum_noncontiguous(make):
-    x = make()
-    actual = compiled_run(lambda x: x.sum(0), x)
-    torch.testing.assert_close(actual, x.double().sum(0).float())
+def test_sibling_moments_in_one_row():
+    x, y = torch.randn(21, 700) + 5, torch.randn(21, 700) * 3
+    check(lambda x, y: (torch.var_mean(x, -1), torch.var_mean(y, -1, correction=0), x.sum(-1)), x, y)
 
 
-@pytest.mark.parametrize("shape", [(37, 5, 301), (9, 1027, 70)], ids=str)
-def test_column_argmax_argmin(shape):
-    check(lambda x: (x.argmax(1), x.argmin(0)), torch.randn(shape))
-
-
-def test_column_argmax_ties_first_index():
-    x = torch.randint(0, 3, (1001, 67)).float()
-    check(lambda x: (x.argmax(0), x.argmin(0)), x)
+@pytest.mark.parametrize("n", [1000, 100000])
+def test_var_of_one_long_row(n):
+    x = torch.randn(n) * 2 + 9
+    actual, _ = compiled_source(lambda x: torch.var_mean(x), x)
+    var, mean = torch.var_mean(x.double())
+    torch.testing.assert_close(actual, (var.float(), mean.float()))

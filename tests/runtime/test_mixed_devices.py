@@ -134,3 +134,39 @@ def test_cudagraphs_refuse_a_graph_with_a_cpu_result_up_front():
     assert out[1].device.type == "cpu"
     torch.testing.assert_close(out[0], x.sin())
     torch.testing.assert_close(out[1], c * 2)
+
+
+# ----------------------------------------------------------------------------- 0-d CPU scalars
+
+def test_cuda_graph_reads_a_cpu_scalar_as_eager_does():
+    """A 0-d CPU tensor read by a CUDA graph: copied to the GPU by the wrapper (``host_scalar``),
+    and a divisor of that kind multiplies by its reciprocal, as eager's CPU-scalar path does
+    (checked against eager on the GPU machine by ``test_cuda_graph_with_a_cpu_scalar_runs_compiled``)."""
+    with FakeTensorMode():
+        gm = make_fx(lambda s, x: (x / s, x * s))(torch.empty((), device="cpu"), torch.empty(8, device="cuda"))
+    graph, _ = lower(gm)
+    assert graph.device.type == "cuda"
+    inputs = [(n.name, n.host_scalar) for n in graph.nodes if hasattr(n, "host_scalar")]
+    assert inputs == [("arg0", True), ("arg1", False)]
+    assert [str(n.body) for n in graph.nodes if hasattr(n, "body")] == ["mul_rn(arg1[x0], (1.0 / arg0[]))",
+                                                                         "(arg1[x0] * arg0[])"]
+
+
+@pytest.mark.parametrize("value, dtype", [(1 / 3, torch.float64), (0.1, torch.float32), (2.5, torch.bfloat16),
+                                          (2 ** 62 + 1, torch.int64), (-7, torch.int8), (True, torch.bool)])
+def test_host_scalars_keep_their_value_and_dtype(value, dtype):
+    """The wrapper moves a 0-d CPU tensor to the graph's device by a fill from its value (no
+    copy from pageable memory, which waits for the stream): every bit and the dtype kept."""
+    from braze.runtime.wrapper import _host_scalar
+    x = torch.tensor(value, dtype=dtype, device="cpu")
+    moved = _host_scalar(x, torch.get_default_device())
+    assert moved.dtype == dtype and moved.dim() == 0 and torch.equal(moved.cpu(), x)
+
+
+@needs_gpu
+def test_cuda_graph_with_a_cpu_scalar_runs_compiled():
+    x, s = torch.randn(5000, device="cuda") * 100, torch.tensor(3.0)
+    for fn in (lambda x, s: x / s, lambda x, s: x * s, lambda x, s: x + s,
+               lambda x, s: torch.div(x, s, rounding_mode="trunc"), lambda x, s: torch.where(x > 0, x, s)):
+        torch._dynamo.reset()
+        check(fn, x, s, atol=0, rtol=0)

@@ -1,8 +1,8 @@
 """Loads and stores stay inside the tensors a Triton kernel is given.
 
 Under Triton's interpreter a pointer outside every tensor reads host memory quietly;
-on a GPU it reads a neighbour's memory or faults with an illegal address (one did on
-the H100 in the OpInfo sweep: a 3-D circular pad). ``config.triton_bounds_check``
+on a GPU it reads a neighbour's memory or faults with an illegal address (a 3-D
+circular pad is such a case, below). ``config.triton_bounds_check``
 makes the interpreter check every load and store its mask lets through; every test
 runs with it on (conftest.py)."""
 import pytest
@@ -76,8 +76,9 @@ def test_a_branch_on_computed_values_does_not_mask_a_padded_load():
     """GPT-2's loss (HF's ForCausalLMLoss): the labels shifted by a pad, cross-entropy with
     ``ignore_index``. The pad's load sits in a branch whose other
     condition (label != -100) is a value the row kernel computes; masking the load by it
-    printed that value before the kernel had it (KeyError 'buf19' at 4096 rows on the
-    H100, both GPT-2 and LLaMA training ran eagerly). Only index-bound terms mask a load."""
+    would print that value before the kernel has it (a KeyError at code generation for
+    4096 rows, and GPT-2's and LLaMA's training would run eagerly). Only index-bound terms
+    mask a load."""
     vocab = 257
 
     def loss(logits, labels):

@@ -1,8 +1,8 @@
 """Tier 2b: the Triton kernels braze generates also compile for an H100 (sm_90), checked
 on a machine without a GPU (``config.triton_compile_check``): Triton's interpreter, which
 runs the CI's Triton tests, accepts programs its compiler rejects (``int_pow`` of a 0-d
-base and a block of exponents changed a loop variable from scalar to block: the
-``__rpow__`` int64 samples failed to compile on the H100 and ran eagerly). Each program
+base and a block of exponents can change a loop variable from scalar to block: the
+``__rpow__`` int64 samples then fail to compile on the H100 and run eagerly). Each program
 runs through the interpreter against eager as well. Sizes are small; each family of
 kernels (pointwise, tiled, row, looped row, column, split, scan, scatter, foreach,
 random numbers, integer helpers) appears at least once."""

@@ -1,13 +1,13 @@
 """Triton kernels whose operands mix kinds or dtypes, against eager on fresh random inputs.
 
 Runs the Triton backend on CPU tensors through Triton's interpreter
-(``TRITON_INTERPRET=1``). Each family once raised from inside a kernel (the
+(``TRITON_INTERPRET=1``). Families that can raise from inside a kernel (the
 conformance sweep's "error" outcome): a comparison of a 0-d tensor broadcast into
 a bitwise ``&``/``|``/``^`` (logical ops, and the backward of pow, xlogy, median);
 a bfloat16 constant (``tl.full``); nextafter on 16-bit floats, which libdevice does
-not have. Others computed wrong values: integers and bools converted to bfloat16
-(the interpreter took them as bit patterns), and float negation of zero (Triton's
-``-x`` is ``0 - x``). Integer and bool results are compared exactly, 16-bit floats
+not have. Families that can compute wrong values: integers and bools converted to
+bfloat16 (the interpreter may take them as bit patterns), and float negation of zero
+(Triton's ``-x`` is ``0 - x``). Integer and bool results are compared exactly, 16-bit floats
 bit for bit where eager's rounding is the same.
 """
 
@@ -151,9 +151,9 @@ def test_interpreter_fma_rounds_once():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_floor_division_past_the_float_range_and_by_subnormals(dtype):
     """Quotients that overflow give eager's infinities, and subnormal bfloat16 divisors keep
-    their value. In the interpreter ``fmod`` was torch's vectorized CPU one, NaN where a / b
-    overflows in blocks of 16 (the GPU's libdevice is exact), and bfloat16 subnormals became
-    other numbers on conversion to float32 (1.001e-38 to 8.27e-39)."""
+    their value. The interpreter's ``fmod`` is torch's vectorized CPU one, NaN where a / b
+    overflows in blocks of 16 (the GPU's libdevice is exact), and a careless conversion of
+    bfloat16 subnormals to float32 gives other numbers (1.001e-38 to 8.27e-39)."""
     values = torch.tensor([-3e38, 3e38, -1e-30, 1e-30, -7.0, 2.5, 1e-38, -1e-38, 5e-40], dtype=dtype)
     a = values[:, None].expand(9, 9).contiguous()
     b = values[None, :].expand(9, 9).contiguous()

@@ -1,8 +1,8 @@
 """Tier 4: the Triton backend on a CUDA GPU (skipped where there is none).
 
 Every kernel shape on CUDA tensors against eager CUDA, the unaligned-view launch
-path, autotuning, and a warm cache that runs no compiler. The whole of
-``test_numerics.py`` also runs on a GPU when its tensors are made there
+path, autotuning, and a warm cache that runs no compiler. The numerics files of
+``tests/e2e`` also run on a GPU when their tensors are made there
 (``torch.set_default_device("cuda")`` in a pytest plugin).
 """
 import pytest

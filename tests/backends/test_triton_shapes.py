@@ -150,7 +150,7 @@ def test_row_variance_with_a_large_mean_is_as_accurate_as_eager():
     """Rows near 1000, against float64: no cancellation in the register two-pass variance.
     The variance: within 4 float32 ulps of the exact value (float32 trees over 4100
     elements; one-pass E[x²] - E[x]² would be off by about 1e-2 here; summing the squares
-    in float64 made LayerNorm+GELU 16% slower on H100 for less than one ulp). LayerNorm's
+    in float64 makes LayerNorm+GELU 16% slower on the H100 for less than one ulp). LayerNorm's
     output: eager and braze both round the mean (about 1000) to float32 first, so both are
     off by about 1e-4 and which one is closer is a coin toss: at most twice eager's error,
     the bound ``check_low_precision`` uses."""
@@ -241,7 +241,7 @@ def test_split_column_orientation_with_epilogue():
 
 
 def test_split_columns_when_wide_blocks_are_fewer_than_sms():
-    """4480 columns: 280 blocks of 16 (more than two per SM of an H100, the old rule's line),
+    """4480 columns: 280 blocks of 16 (more than two per SM of an H100: blocks of 16 alone would not split),
     70 of 64 (fewer than its 132 SMs): split over row chunks, 64 columns to a program."""
     x = torch.randn(1024, 4480)
     report = assert_shape(["split"], lambda x: x.sum(0), x, rtol=1e-4, atol=1e-4)
@@ -251,7 +251,7 @@ def test_split_columns_when_wide_blocks_are_fewer_than_sms():
 
 def test_split_lanes_fold_short_chains_in_float32():
     """A split takes enough splits that each lane folds at most LANE_CHAIN_MAX elements;
-    its sums and moments then stay in float32 (float64 Welford was compute-bound)."""
+    its sums and moments then stay in float32 (float64 Welford is compute-bound on a GPU)."""
     x = torch.randn(300000, 4)
     report = assert_shape(["split"], lambda x: torch.var_mean(x, 0), x, rtol=1e-4, atol=1e-5)
     source = report.graphs[0].source

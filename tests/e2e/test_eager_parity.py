@@ -1,4 +1,4 @@
-"""Differences from eager the fuzzer found (issue 33, part 6), on both code generators:
+"""Differences from eager the differential fuzzer finds, on both code generators:
 
 - strides: an in-place op on an intermediate keeps the intermediate's strides in eager,
   while AOTAutograd's functional graph has the out-of-place op with its own strides
@@ -10,8 +10,8 @@
   it: in bf16 ``x ** -0.999`` is ``x ** -1`` (the gradient of ``asin(x) ** 1e-3``, NaN
   where eager's is finite);
 - a comparison for equality sees what eager compares: bf16/fp16 values rounded, a value
-  computed once (``amax``'s and ``amin``'s backward: ``input == result`` matched nothing,
-  a gradient of 0 / 0);
+  computed once (``amax``'s and ``amin``'s backward: an ``input == result`` that matches
+  nothing gives a gradient of 0 / 0);
 - layer, group and batch norm backwards round a bf16/fp16 input recomputed in the same
   kernel where the saved statistics are rounded (eager's CPU kernels save them in the
   input's dtype): ``layer_norm(x, (1,))``'s input gradient is 0, as eager's, not the
@@ -170,8 +170,8 @@ def test_amax_and_amin_gradients_of_computed_values(dtype, backend):
     """Their backward compares the input with the result (``input == result``): a
     recomputed input must equal the one the forward reduced, bit for bit: in fp16 rounded
     as eager's (a bf16 scalar times an fp16 tensor: every element NaN), and in float32 and
-    float64 computed once for both (the C++ backend's ``sin`` in two loops rounded
-    differently: 120 of 384 elements NaN)."""
+    float64 computed once for both (computed in two loops, the C++ backend's ``sin`` can
+    round differently: 120 of 384 elements NaN)."""
     x = (torch.randn(8, 3, 16) * 3).to(dtype).requires_grad_()
     _gradients_as_eager(lambda x: torch.sin(x).amax([0, 1]), x, atol=1e-3, rtol=1e-3)
     torch._dynamo.reset()

@@ -1,10 +1,10 @@
-"""Mismatches found by the differential fuzzer (tests/fuzz), as minimal repros.
+"""Mismatches the differential fuzzer (tests/fuzz) can produce, as minimal repros.
 
-Each test is the smallest program hypothesis shrank a failure to, written out by
-hand. A test that fails today is marked ``xfail(strict=True)`` with the cause,
-so it turns into a failure (and must be unmarked) the day the bug is fixed; the
-fuzzer's ``KNOWN_BUGS`` (or a named exclusion in the generator) keeps the op
-out of the CI fuzz run meanwhile, and names this file.
+Each test is the smallest program hypothesis shrinks such a failure to, written out by
+hand. A case braze (or torch) gets wrong is marked ``xfail(strict=True)`` with the
+cause, so it turns into a failure (and must be unmarked) when the bug goes away; the
+fuzzer's ``KNOWN_BUGS`` (or a named exclusion in the generator) keeps the op out of the
+CI fuzz run while it is there, and names this file.
 """
 import pytest
 import torch
@@ -40,18 +40,18 @@ def test_in_place_mul_of_zero_dim_float32_input():
 
 
 def test_sum_over_size_one_dim_of_negative_zero():
-    """Fixed: a sum over one element adds 0.0, as eager's does (-0.0 becomes +0.0)."""
+    """A sum over one element adds 0.0, as eager's does (-0.0 becomes +0.0)."""
     def fn(x):
         return 1 / x.sum(1), torch.atan2(x.mean(1), torch.tensor(-1.0))
-    # eager: 1/x [inf, 0.5], atan2 [pi, 2.03] (braze gave [-inf, 0.5], [-pi, 2.03] before the fix)
+    # eager: 1/x [inf, 0.5], atan2 [pi, 2.03]; a sum that kept -0.0 gives [-inf, 0.5], [-pi, 2.03]
     check(fn, torch.tensor([[-0.0], [2.0]]))
 
 
 def test_vector_call_reading_a_value_of_its_own_loop():
-    """Fixed: a row kernel moved ``cos``'s argument, ``where(v > 0, x, v)``, into the
-    arguments loop at the head of each block of lanes (``codegen/cpp/calls.py``), but
-    ``v`` (the LayerNorm output, stored as an output) is computed by the block's main
-    loop, after that head: KeyError: 'buf6' at code generation, and the graph ran eagerly."""
+    """A row kernel must not move ``cos``'s argument, ``where(v > 0, x, v)``, into the
+    arguments loop at the head of each block of lanes (``codegen/cpp/calls.py``): ``v``
+    (the LayerNorm output, stored as an output) is computed by the block's main loop,
+    after that head (moved, it is a KeyError at code generation and an eager run)."""
     def fn(x):
         v = F.layer_norm(x, (33,))
         w = torch.where(v > 0, x, v)
@@ -106,8 +106,9 @@ def test_in_place_write_through_expanded_view():
 
 
 def test_float64_divisions_keep_their_operands_whole(backend):
-    """Triton printed a float64 division without parentheses: sigmoid's ``1 / (1 + exp(-a))``
-    became ``1.0 / 1.0 + exp(-a)`` (silu, rsqrt and reciprocal alike)."""
+    """A float64 division printed for Triton keeps its operands whole: sigmoid's
+    ``1 / (1 + exp(-a))`` must not become ``1.0 / 1.0 + exp(-a)`` (silu, rsqrt and
+    reciprocal alike)."""
     x = torch.randn(33, dtype=torch.float64)
     check(lambda x: (torch.sigmoid(x), F.silu(x), torch.rsqrt(x.abs() + 1), torch.reciprocal(x + 4)), x)
 
@@ -133,9 +134,9 @@ def _check_in_place(fn, *args, expect_kernels=None):
 
 @pytest.mark.parametrize("shape", [(7, 5, 8), (3, 64, 67)])
 def test_in_place_update_before_a_later_loop_of_its_row(backend, shape):
-    """Fixed: the kernel that overwrote ``a0`` (AOTAutograd's copy_) stored it in the row's
-    first loop, and LayerNorm's normalizing loop, which recomputes ``atan(hypot(a0 + 1, ..))``
-    rather than storing it, loaded the new ``a0`` (off by ~2.5). The overwrite now runs in
+    """The kernel that overwrites ``a0`` (AOTAutograd's copy_) must not store it in the
+    row's first loop: LayerNorm's normalizing loop, which recomputes ``atan(hypot(a0 + 1, ..))``
+    rather than storing it, would load the new ``a0`` (off by ~2.5). The overwrite runs in
     the last loop that reads the old value, recomputations included, in the same one kernel."""
     def fn(a0, w):
         a0.add_(1)
@@ -148,8 +149,8 @@ def test_in_place_update_before_a_later_loop_of_its_row(backend, shape):
 def test_in_place_update_of_a_per_row_input_read_by_later_loops(backend):
     """The same for a per-row input, overwritten between loops (after the row's mean) and
     read by a softmax over two dims (of a transposed ``x``: two reduce loops) whose later
-    loops recompute ``y`` from the old ``s``: the overwrite now follows the last of them
-    (both code generators happened to load ``s`` once per row before the fix)."""
+    loops recompute ``y`` from the old ``s``: the overwrite follows the last of them
+    (a code generator that loads ``s`` once per row would hide the bug)."""
     def fn(x, s):
         y = torch.atan(torch.hypot(x * s, x))  # costly: stored, then recomputed by later loops
         s.add_(x.mean((1, 2), keepdim=True))
@@ -160,7 +161,7 @@ def test_in_place_update_of_a_per_row_input_read_by_later_loops(backend):
 
 @pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0")
 def test_variance_over_one_element_of_nan_and_inf(backend):
-    """Fixed: a variance over a dimension of size 1 was the constant 0; eager computes
+    """A variance over a dimension of size 1 is not the constant 0: eager computes
     (x - mean)^2 with mean = x, NaN for a NaN or an infinite x (and 0 / 0 with correction 1)."""
     x = torch.tensor([[float("nan"), 1.0, -2.0, float("inf"), -float("inf"), -0.0]])
 

@@ -42,8 +42,8 @@ def test_fused_input_mutations_read_old_values(order, backend):
 
 def test_read_of_an_input_before_its_overwrite_runs_first(backend):
     """``step.add_(1)`` then a use of ``step``: the use reads ``step + 1`` computed from the
-    old value, so its kernel must run before the one that overwrites ``step`` (it ran
-    after, and applied the increment twice: Adam's bias corrections at the wrong step)."""
+    old value, so its kernel must run before the one that overwrites ``step`` (run after
+    it, the increment is applied twice: Adam's bias corrections at the wrong step)."""
     def fn(step, x):
         step.add_(1)
         x.mul_(0.5 ** step)

@@ -18,7 +18,7 @@ def test_indexing_family(backend):
 
 def test_scatter_one_per_slice_fuses(backend):
     """One-hot scatters (cross-entropy's backward) are a ``where`` that fuses into its
-    reader: one kernel, no scatter (the general forms: tests/test_scatter.py)."""
+    reader: one kernel, no scatter (the general forms: e2e/test_scatter.py)."""
     x, s, i = rand(6, 7), rand(6, 3), torch.randint(0, 7, (6, 1))
     compiled = check(lambda x, s, i: x.scatter(1, i, 2.5) + x.scatter(1, i, s) * 2, x, s, i)
     assert [k.shape for k in compiled.kernels] == ["pointwise"]

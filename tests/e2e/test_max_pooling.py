@@ -178,8 +178,8 @@ def test_large_windows_run_through_aten():
 def test_triton_masks_a_load_only_under_a_condition_that_bounds_it():
     """A load that may point outside its buffer is masked instead of clamped only in a
     branch whose condition states index bounds: under relu's backward (``x <= 0``, a
-    loaded value) the pooling backward's index loads stay clamped (on the GPU they
-    faulted when they were masked by that condition alone)."""
+    loaded value) the pooling backward's index loads stay clamped (masked by that
+    condition alone, they fault on the GPU)."""
     from braze.codegen.triton.guards import guarded_loads
     from braze.ir import simplify as S
     from braze.ir.expr import Op, binary, const, load, var, where

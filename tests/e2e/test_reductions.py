@@ -37,7 +37,7 @@ def test_reductions(name, dims, keepdim, backend):
         # |x| in [0.9, 1.1] with random signs: products of up to 1980 elements and all their
         # partial products stay inside float32. With wider inputs the partial products of the
         # traced backward (cumprod of prefixes and suffixes, prod_backward's branch-free form)
-        # overflowed for some draws where eager's (result / x) did not.
+        # overflow for some draws where eager's (result / x) does not.
         magnitude = rand(6, 33, 10, low=0.9, high=1.1)
         x = (magnitude * torch.where(rand(6, 33, 10) > 0, 1.0, -1.0)).requires_grad_()
     check(lambda x: REDUCTIONS[name](x, list(dims), keepdim), x, grad=name not in ("argmax", "argmin"))

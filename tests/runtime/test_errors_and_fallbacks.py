@@ -44,8 +44,8 @@ def test_non_strict_failure_warns_once_and_runs_eagerly():
 def test_an_op_whose_values_decide_its_size_is_refused_by_name():
     """The backward of ``index_fill`` with a tensor value sums the gradient at the unique
     indices: ``_unique``'s result size is known only at run time. A trace that fixes it (real
-    tensors here; torch 2.11 guessed size 1) must not become a static buffer: the
-    value's gradient was wrong on the H100 (0.05 against eager's 3.19)."""
+    tensors here; a guessed size under fake tensors) must not become a static buffer: the
+    value's gradient would sum over the traced number of indices, not the run's."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from braze.lower import lower
     from braze.lower.core import LoweringError
@@ -94,7 +94,8 @@ def test_forced_fallback_knob():
 
 def test_a_view_returned_by_aten_keeps_its_base_alive():
     """A fallback's result may be a view of its argument: the argument's storage is not
-    reused while the view is live (it was: stft's gradient read zeros for its indices)."""
+    reused while the view is live (stft's gradient reads its indices through such a view:
+    reused storage would give it zeros)."""
     x, y, w = torch.randn(64, 48), torch.randn(48, 64), torch.randn(64, 64)
     with braze.config.patch(fallback_ops=frozenset({"aten.permute"})):
         compiled = check(lambda x, y, w: x.exp().permute(1, 0) + y.sin() @ w, x, y, w)

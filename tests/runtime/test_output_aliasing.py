@@ -1,8 +1,9 @@
 """Outputs that are views, and the storage they share: a compiled graph must not return a
-buffer whose element lies elsewhere than its view says (issue 33: the backward of
-``torch.complex`` for one element returned the imaginary gradient stored one element past
-its buffer, a different garbage value on every run), nor reuse, in the same call or a
-later one, the storage of a view it returned (runtime/wrapper.py's aliasing rule).
+buffer whose element lies elsewhere than its view says (the backward of ``torch.complex``
+for one element is a view at storage offset 1 in eager: a one-element buffer returned with
+that offset reads past its end, a different garbage value on every run), nor reuse, in
+the same call or a later one, the storage of a view it returned (runtime/wrapper.py's
+aliasing rule).
 
 Every test calls its compiled function several times on fresh random inputs, keeps what
 each call returned, and compares all of it with eager only after the last call."""
@@ -37,7 +38,7 @@ def run_kept(fn, make_inputs, calls=CALLS):
     return record
 
 
-# ----------------------------------------------------------------------------- issue 33
+# ----------------------------------------------------------------------------- views at an offset
 
 SHAPES = [(), (1,), (3,), (2, 3)]
 
@@ -71,8 +72,8 @@ def test_complex_forward_and_backward(shape, backend):
 @pytest.mark.parametrize("shape", [(), (1,), (2,)], ids=str)
 def test_an_output_read_at_an_offset_gets_a_buffer_of_its_own(shape, backend):
     """Outputs eager gives as views at a storage offset of a reinterpreted base (``view_as_real``,
-    ``view.dtype``) are copies in braze; a one-element copy once kept eager's offset and was
-    stored past its own end."""
+    ``view.dtype``) are copies in braze: a one-element copy must not keep eager's offset,
+    which would put its element past its own end."""
     def f(c, x):
         return (torch.view_as_real(c * 2)[..., 1], torch.view_as_real(c)[..., 1] + 1,
                 (x + 1).view(torch.int32)[..., 1:], (x * 3).view(torch.int32)[..., 1])

@@ -1,6 +1,5 @@
 """Tier 1: inlining and fusion decisions on real ATen graphs, without code generation."""
 import torch
-import torch.nn.functional as F
 from torch._decomp import decomposition_table  # noqa: F401  (keeps make_fx importable)
 from torch.fx.experimental.proxy_tensor import make_fx
 

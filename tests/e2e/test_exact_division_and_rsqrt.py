@@ -40,6 +40,7 @@ DIVISIONS = {"true": lambda x, b: x / b, "trunc": lambda x, b: torch.div(x, b, r
              "floor": lambda x, b: torch.div(x, b, rounding_mode="floor"), "//": lambda x, b: x // b}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32])
 def test_division_by_a_number_is_eager_bit_for_bit(backend, dtype):
     """``x / b``, trunc and floor division by a Python number, signs of zeros included. On

@@ -21,13 +21,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: conformance/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: conformance/
 
 if importlib.util.find_spec("transformers") is None and not os.environ.get("CI"):
     pytest.skip("transformers is not installed (pip install transformers)", allow_module_level=True)
 
 from conformance.models import run_case  # noqa: E402
 from conformance.zoo import CASES as ZOO  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 CASES = [("gpt2", "infer"), ("gpt2", "train"), ("llama", "train"), ("resnet18", "infer"), ("resnet18", "train")]
 

@@ -6,11 +6,14 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repository root
 
 from conformance import opinfo, pool  # noqa: E402
 from conformance.runner import RANK  # noqa: E402
 from conformance.subset import CI_SUBSET  # noqa: E402
+
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

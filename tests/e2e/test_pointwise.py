@@ -126,6 +126,17 @@ def test_casts(src, dst, backend):
     check(lambda x: x.to(dst) if dst is not torch.bool else (x.to(dst), x.to(dst).float()), x)
 
 
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="braze bug: braze.ir.expr.cast folds a float constant into a wider float dtype with "
+                          "its Python double value (0.1), not the value of its own dtype (float32(0.1) = "
+                          "0.10000000149011612; bfloat16(0.1) = 0.10009765625), on both code generators")
+@pytest.mark.parametrize("value, src, dst", [(0.1, torch.float32, torch.float64), (0.1, torch.bfloat16, torch.float32),
+                                             (16777217, torch.float32, torch.float64)], ids=["f32", "bf16", "f32_int"])
+def test_a_widened_float_constant_keeps_the_value_of_its_dtype(value, src, dst, backend):
+    """``torch.full(.., 0.1, dtype=float32).double()`` is float32's 0.1 in float64, as eager."""
+    check(lambda x: torch.full((3,), value, dtype=src).to(dst) + x, rand(3, dtype=dst), atol=0, rtol=0)
+
 def test_int_chain_exact(backend):
     a = rand(100, 130, dtype=torch.int64, low=-10 ** 6, high=10 ** 6)
     b = rand(100, 130, dtype=torch.int64, low=-10 ** 6, high=10 ** 6)

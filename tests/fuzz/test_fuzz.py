@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 from hypothesis import HealthCheck, event, given, note, settings
 
@@ -48,6 +49,7 @@ FUZZ_SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @given(programs(CONFIG))
 def test_braze_matches_eager(program):

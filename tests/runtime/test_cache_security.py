@@ -163,6 +163,7 @@ def run_swap(path):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_library_swapped_for_another_graphs_is_rebuilt(tmp_path):
     path = tmp_path / "cache"
     built = run_swap(path)
@@ -193,6 +194,7 @@ FALLBACK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_fallback_is_one_directory_per_process_removed_at_exit(tmp_path):
     shared, scratch = tmp_path / "shared", tmp_path / "tmp"
     shared.mkdir()

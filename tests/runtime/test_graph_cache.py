@@ -118,6 +118,7 @@ def run_script(cache):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_new_process_loads_the_graph_and_a_damaged_entry_is_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     assert run_script(cache) == [False]

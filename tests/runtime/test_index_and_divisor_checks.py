@@ -211,8 +211,8 @@ def test_explain_shows_the_checks(backend):
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 _DEVICE_ASSERT = """
 import sys, torch, braze
-sys.path.insert(0, {tests!r})
-import test_runtime_checks as t
+sys.path[:0] = [{here!r}, {tests!r}]  # this module, and helpers.py
+import test_index_and_divisor_checks as t
 braze.config.strict = True  # a kernel that fails to launch raises BrazeError, not eager's assertion
 fn, shape, bad = t.{fn}, {shape!r}, {bad!r}
 x = torch.randn(shape, device="cuda")
@@ -231,7 +231,9 @@ def test_on_cuda_an_index_out_of_range_fails_a_device_assertion(tmp_path, fn, sh
     import subprocess
     import sys
     script = tmp_path / "assert.py"
-    script.write_text(_DEVICE_ASSERT.format(tests=os.path.dirname(__file__), fn=fn.__name__, shape=shape, bad=bad))
+    here = os.path.dirname(os.path.abspath(__file__))
+    script.write_text(_DEVICE_ASSERT.format(here=here, tests=os.path.dirname(here), fn=fn.__name__, shape=shape,
+                                            bad=bad))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "no error" not in done.stdout
     assert "BrazeError" not in done.stderr, done.stderr[-2000:]

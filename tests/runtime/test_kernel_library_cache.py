@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 SCRIPT = textwrap.dedent("""
     import json, torch, braze
@@ -30,6 +32,7 @@ def run_script(cache_dir):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_second_process_runs_no_compiler_and_corrupt_entries_are_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     assert run_script(cache) == {"compiler_runs": 1}

@@ -68,6 +68,7 @@ def test_config_describe_lists_every_knob():
         assert knob.name in text and knob.env in text
 
 
+@pytest.mark.slow
 def test_backend_found_through_entry_point_without_import():
     """Inputs in [0, 1): with randn, sin(x) + 1 near x = -pi/2 cancels, and one ulp of sin
     between libmvec and eager then exceeded allclose's tolerance (a flaky failure)."""

@@ -1,4 +1,4 @@
-"""The OpInfo ops CI re-runs (``tests/test_conformance.py``): at least one per lowering
+"""The OpInfo ops CI re-runs (``tests/e2e/test_opinfo_conformance.py``): at least one per lowering
 family, chosen for small sample sets so the subset runs in a few minutes."""
 
 CI_SUBSET = (

@@ -9,8 +9,8 @@ import torch
 import braze
 
 BACKENDS = ["cpp"]
-# The Triton variant runs Triton's interpreter on CPU tensors (about 2 minutes for all of
-# test_numerics on 2 cores); BRAZE_TEST_TRITON=0 leaves it out.
+# The Triton variant runs Triton's interpreter on CPU tensors (about 2 minutes for the
+# op-family files of tests/e2e on 2 cores); BRAZE_TEST_TRITON=0 leaves it out.
 if os.environ.get("BRAZE_TEST_TRITON", "1") == "1":
     try:
         import triton  # noqa: F401
@@ -31,7 +31,7 @@ def fresh_dynamo():
     torch._dynamo.reset()
     # The graph cache is off by default here: a test that patches braze's internals must
     # not load, or leave behind, a graph compiled under another test's patch
-    # (tests/test_graph_cache.py turns it on, in a directory of its own). Triton kernels run
+    # (runtime/test_graph_cache.py turns it on, in a directory of its own). Triton kernels run
     # by the interpreter have every load and store checked against their tensors.
     with braze.config.patch(strict=True, graph_cache=False, triton_bounds_check=True):
         yield

@@ -18,6 +18,20 @@ TRITON_ONLY = [pytest.mark.skipif(os.environ.get("BRAZE_TEST_TRITON", "1") != "1
                pytest.mark.usefixtures("triton_interpreter")]
 
 
+def rand(*shape, dtype=torch.float32, low=None, high=None, grad=False):
+    """A fresh random tensor, never zeros: floats uniform in ``[low, high)`` (default
+    ``[-3, 3)``), integers in ``[low, high)`` (default ``[-50, 100)``, ``[0, 100)`` for uint8),
+    bools half true; ``grad`` makes a float tensor require grad."""
+    if dtype is torch.bool:
+        return torch.rand(shape) > 0.5
+    if not dtype.is_floating_point:
+        lo = max(0, low or 0) if dtype is torch.uint8 else (-50 if low is None else low)
+        return torch.randint(lo, 100 if high is None else high, shape, dtype=dtype)
+    t = torch.rand(shape, dtype=torch.float64) * ((high or 3) - (low if low is not None else -3)) + \
+        (low if low is not None else -3)
+    return t.to(dtype).requires_grad_(grad)
+
+
 class Compiled(braze_backend_module.Recording):
     """Counts the graphs braze compiled (so a test cannot pass by running eagerly)."""
 

@@ -2,7 +2,7 @@
 device go to the GPU, so tests that build their inputs on the default device run braze's Triton
 backend compiled for CUDA instead of the interpreter.
 
-    PYTHONPATH=.:tools python -m pytest -q -p cuda_default tests/test_numerics.py -k "not triton"
+    PYTHONPATH=.:tools python -m pytest -q -p cuda_default tests/e2e -m "not slow" -k "not triton"
 
 (``-k "not triton"``: the ``triton`` variant of a test sets ``TRITON_INTERPRET=1``, which would run the
 interpreter on the GPU machine too; the ``cpp`` variant of a CUDA tensor is Triton compiled for the GPU.)

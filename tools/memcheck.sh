@@ -7,5 +7,5 @@
 cd "$(dirname "$0")/.." || exit 1
 export PYTHONPATH=.:tests:tools PYTHONUNBUFFERED=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 BRAZE_COMPILE_WORKERS=1
 SAN="compute-sanitizer --tool memcheck --print-limit 10 --show-backtrace no"
-timeout "${T1:-200}" $SAN python -m pytest -q -p no:cacheprovider tests/test_triton_gpu.py tests/test_devices.py 2>&1 | grep -v "^  \|^$" | tail -15
-timeout "${T2:-330}" $SAN python -m pytest -q -p no:cacheprovider -p cuda_default tests/test_numerics.py -k "not triton" 2>&1 | grep -v "^  \|^$" | tail -25
+timeout "${T1:-200}" $SAN python -m pytest -q -p no:cacheprovider tests/backends/test_triton_gpu.py tests/runtime/test_mixed_devices.py 2>&1 | grep -v "^  \|^$" | tail -15
+timeout "${T2:-330}" $SAN python -m pytest -q -p no:cacheprovider -p cuda_default tests/e2e -m "not slow" -k "not triton" 2>&1 | grep -v "^  \|^$" | tail -25

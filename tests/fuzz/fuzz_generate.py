@@ -57,7 +57,7 @@ class Value:
 @dataclass(frozen=True)
 class FuzzConfig:
     """What the generator may use; ``disabled`` holds op names quarantined because
-    of a known bug (each with a regression test in tests/test_fuzz_regressions.py)."""
+    of a known bug (each with a regression test in tests/e2e/test_fuzz_regressions.py)."""
     min_ops: int = 1
     max_ops: int = 12
     dtypes: tuple = DTYPES

@@ -249,7 +249,7 @@ def index_put(b):
 
 
 # torch 2.13's AOTAutograd drops an in-place change to a 0-d float64 graph input
-# (aot_eager too; fixed in 2.14): tests/test_fuzz_regressions.py keeps the repro.
+# (aot_eager too; fixed in 2.14): tests/e2e/test_fuzz_regressions.py keeps the repro.
 _ZERO_DIM_FLOAT64_MUTATION_BROKEN = torch.__version__ < "2.14"
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 from hypothesis import HealthCheck, event, given, note, settings
 
@@ -28,7 +29,7 @@ from fuzz_check import classify, run_and_compare
 from fuzz_generate import FuzzConfig, examples_from_env, program_from_seed, programs
 
 # Ops the generator leaves out because they trigger a known bug (op name -> regression
-# test); each has an xfail(strict=True) test in tests/test_fuzz_regressions.py. Remove an
+# test); each has an xfail(strict=True) test in tests/e2e/test_fuzz_regressions.py. Remove an
 # entry when its regression test starts to pass (strict xfail makes it fail then).
 # Empty today; the known bugs are out of reach by narrower rules:
 # - test_sum_over_size_one_dim_of_negative_zero: only sign-of-zero-sensitive ops show
@@ -48,6 +49,7 @@ FUZZ_SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @given(programs(CONFIG))
 def test_braze_matches_eager(program):

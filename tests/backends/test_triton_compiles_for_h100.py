@@ -1,0 +1,81 @@
+"""Tier 2b: the Triton kernels braze generates also compile for an H100 (sm_90), checked
+on a machine without a GPU (``config.triton_compile_check``): Triton's interpreter, which
+runs the CI's Triton tests, accepts programs its compiler rejects (``int_pow`` of a 0-d
+base and a block of exponents can change a loop variable from scalar to block: the
+``__rpow__`` int64 samples then fail to compile on the H100 and run eagerly). Each program
+runs through the interpreter against eager as well. Sizes are small; each family of
+kernels (pointwise, tiled, row, looped row, column, split, scan, scatter, foreach,
+random numbers, integer helpers) appears at least once."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import braze
+from helpers import TRITON_ONLY, check
+
+pytestmark = TRITON_ONLY
+
+
+@pytest.fixture(autouse=True)
+def compile_for_sm90():
+    with braze.config.patch(triton_compile_check=90):
+        yield
+
+
+def _adam_like(ps, gs):
+    for p, g in zip(ps, gs):
+        p.mul_(0.9).add_(g, alpha=-0.1)
+
+
+PROGRAMS = {
+    "pointwise": (lambda x: (x.sin() * 2 + 1, torch.erf(x), x.exp2().rsqrt()), [(33, 17)]),
+    "tiled": (lambda x: x.t().contiguous() * 2, [(96, 80)]),
+    "row": (lambda x: (torch.softmax(x, -1), F.layer_norm(x, (x.shape[-1],))), [(6, 300)]),
+    "row_loop": (lambda x: F.layer_norm(x, (x.shape[-1],)), [(2, 20000)]),
+    "column": (lambda x: (x.sum(0), x.amax(0)), [(200, 48)]),
+    "split": (lambda x: (x.sum(), x.argmax(), torch.var_mean(x)), [(70000,)]),
+    "scan": (lambda x: (x.exp().cumsum(1), x.cumprod(0)), [(30, 50)]),
+    "gather_scatter": (lambda x, i: (x[i] * 2, torch.zeros(10, 5).index_add(0, i, x[:6])), [(10, 5), "index"]),
+    "int_ops": (lambda a, b: (a // b, a % b, a ** b.abs(), a << (b.abs() % 8), (a.float() * 1.5).to(torch.int32)),
+                ["int", "int"]),
+    "int_pow_scalar_base": (lambda e, s: (s ** e, e ** s), ["int", "scalar"]),
+    "bf16": (lambda x: (x.bfloat16() * 2).float().tanh(), [(40, 7)]),  # (exact in bf16: one rounding)
+}
+
+
+def _make(spec):
+    if spec == "index":
+        return torch.tensor([0, 3, 3, 9, 1, 2])
+    if spec == "int":
+        return torch.randint(-20, 20, (6, 7)) + (torch.arange(42).reshape(6, 7) % 3 == 0)
+    if spec == "scalar":
+        return torch.tensor(3)
+    return torch.randn(*spec)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_kernels_compile_for_sm90(name):
+    fn, specs = PROGRAMS[name]
+    args = [_make(s) for s in specs]
+    if name == "int_ops":
+        args[1] = args[1].abs() + 1  # divisors and exponents that eager accepts
+    check(fn, *args)
+
+
+def test_gradients_and_random_numbers_compile_for_sm90():
+    x = torch.randn(16, 64, requires_grad=True)
+    w = torch.randn(64, requires_grad=True)
+    check(lambda x, w: F.gelu(F.layer_norm(x, (64,), w)).sum(1), x, w, grad=True)
+    compiled = torch.compile(lambda x: F.dropout(x, 0.5, training=True) * 2, backend="braze")
+    out = compiled(torch.ones(1000))
+    assert set(out.unique().tolist()) <= {0.0, 4.0}
+
+
+def test_foreach_kernels_compile_for_sm90():
+    ps = [torch.randn(s) for s in [(30, 7), (5,), (64,)]]
+    gs = [torch.randn_like(p) for p in ps]
+    expected = [p.clone() for p in ps]
+    _adam_like(expected, gs)
+    torch.compile(_adam_like, backend="braze")(ps, gs)
+    for a, e in zip(ps, expected):
+        torch.testing.assert_close(a, e)

@@ -109,3 +109,27 @@ def check_low_precision(fn, *args, slack=2.0, floor=1e-3):
         scale = r.abs().max().item() or 1.0
         assert err_braze <= max(slack * err_eager, floor * scale), (err_braze, err_eager)
     return compiled
+
+
+def check_gradients_against_float64(fn, *args, slack=2.0):
+    """Gradients that are float32 sums whose terms cancel (a weight gradient over many rows):
+    braze and eager sum in different orders, so they may differ by more than a rounding while
+    both are off the exact value. Outputs match eager's; each gradient's error against a
+    float64 reference is at most ``slack`` times eager's, plus float32's epsilon of its scale."""
+    def run(f, dtype):
+        leaves = [a.detach().to(dtype).requires_grad_(a.requires_grad)
+                  if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a for a in args]
+        out = f(*leaves)
+        sum(t.sum() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad).backward()
+        return out, [t.grad.double() for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+    _, reference = run(fn, torch.float64)
+    expected, eager = run(fn, torch.float32)
+    with Compiled() as compiled:
+        actual, grads = run(torch.compile(fn, backend="braze"), torch.float32)
+    assert compiled.graphs and not compiled.failures, compiled.failures
+    assert_same(actual, expected)
+    for k, (g, e, r) in enumerate(zip(grads, eager, reference)):
+        err_braze, err_eager = (g - r).abs().max().item(), (e - r).abs().max().item()
+        bound = slack * err_eager + torch.finfo(torch.float32).eps * (r.abs().max().item() or 1.0)
+        assert err_braze <= bound, f"grad {k}: braze's error against float64 {err_braze}, eager's {err_eager}"
+    return compiled

@@ -208,3 +208,14 @@ def test_layer_norm_of_an_inlined_half_value_reads_one_value(backend):
         v = torch.hypot(a, a)
         return F.layer_norm(torch.stack([torch.stack([v, v], 0)] * 2, 2), [2], eps=1e-3)
     check_low_precision(fn, torch.tensor([0.7], dtype=torch.float16))
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_two_layer_norms_in_one_kernel(backend, layout):
+    """Two LayerNorms fused into one kernel take two Welford reduce levels. Over a transposed
+    input the kernel is a column kernel, whose per-level row counter was declared twice (a C++
+    compile error)."""
+    def fn(a):
+        return F.layer_norm(F.layer_norm(a, [2, 33], eps=1e-5), [2, 33], eps=1e-3)
+    a = torch.randn(7, 2, 33, dtype=torch.float64)
+    check(fn, a if layout == "rows" else a.permute(2, 1, 0).contiguous().permute(2, 1, 0))

@@ -100,8 +100,9 @@ def _reduce(kernel: CppKernel, level: int, members, indent: str, block: int, x_i
     accs = kernel.accumulators([m for m in members if m.reduce_op])
     kernel.declare(accs, block, indent, count="nb")
     counted = any(a.family == "welford" for a in accs)
+    blocks = f"blocks{level}" if counted else ""  # one counter per reduce level of the kernel
     if counted:
-        em.emit(indent, "double blocks = 0;  // every column has seen this many elements")
+        em.emit(indent, f"double {blocks} = 0;  // every column has seen this many elements")
     *outer_r, last = plan.reduce
     r_inner = kernel.open_loops(outer_r, indent)
     unroll = 1 if counted else min(UNROLL, last.size)
@@ -109,10 +110,10 @@ def _reduce(kernel: CppKernel, level: int, members, indent: str, block: int, x_i
     partials = [(acc, acc.narrow()) for acc in kernel.wide_sums(level)] if unroll > 1 else []
     for _, partial in partials:
         em.emit(indent, f"float {partial.field('v')}[{block}];")
-    _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = 0; rb < {main}; rb += {unroll})", unroll, counted,
+    _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = 0; rb < {main}; rb += {unroll})", unroll, blocks,
           partials)
     if main < last.size:
-        _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = {main}; rb < {last.size}; rb++)", 1, counted)
+        _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = {main}; rb < {last.size}; rb++)", 1, blocks)
     kernel.close_loops(len(outer_r), r_inner)
     kernel.set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[l]"))
     if any(m.store is not None for m in members if m.reduce_op):
@@ -122,7 +123,7 @@ def _reduce(kernel: CppKernel, level: int, members, indent: str, block: int, x_i
         em.emit(indent, "}")
 
 
-def _rows(kernel: CppKernel, level: int, indent: str, x_in, loop: str, count: int, counted: bool,
+def _rows(kernel: CppKernel, level: int, indent: str, x_in, loop: str, count: int, blocks: str,
           partials=()) -> None:
     """``loop`` over rows ``rb``; in its body the block's columns (vectorized) fold in
     rows ``rb`` .. ``rb + count - 1``, in order. A float32 sum kept in double
@@ -133,9 +134,9 @@ def _rows(kernel: CppKernel, level: int, indent: str, x_in, loop: str, count: in
     r = kernel.plan.reduce[-1]
     em.emit(indent, loop + " {")
     body = em.deeper(indent)
-    if counted:
-        em.emit(body, "blocks += 1;")
-        em.emit(body, "const double inv_blocks = 1.0 / blocks;")
+    if blocks:  # Welford's count of the rows folded in so far
+        em.emit(body, f"{blocks} += 1;")
+        em.emit(body, f"const double inv_blocks = 1.0 / {blocks};")
     em.emit(body, "#pragma omp simd")
     em.emit(body, "for (int64_t l = 0; l < nb; l++) {")
     em.emit(body, f"  const int64_t {x_in.name} = xb + l;")
@@ -144,7 +145,7 @@ def _rows(kernel: CppKernel, level: int, indent: str, x_in, loop: str, count: in
     for u in range(count):
         em.emit(body, "  {")
         em.emit(body, f"    const int64_t {r.name} = rb + {u};")
-        kernel.lane_body(level, em.deeper(body, 2), "l", ("blocks", "inv_blocks") if counted else None,
+        kernel.lane_body(level, em.deeper(body, 2), "l", (blocks, "inv_blocks") if blocks else None,
                          {id(acc): partial for acc, partial in partials})
         em.emit(body, "  }")
     for acc, partial in partials:

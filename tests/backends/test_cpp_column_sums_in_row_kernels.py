@@ -43,9 +43,11 @@ def leaves(*shape_w):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("shape", [(64, 1000), (5, 7), (3, 2, 48), (1, 2, 129), (256, 16)])
 def test_layer_norm_backward_sums_its_weight_and_bias_gradients(shape, threads):
-    """One backward kernel: the row reductions, the input gradient and both column sums."""
+    """One backward kernel: the row reductions, the input gradient and both column sums.
+    Against the float64 result: the bias gradient sums up to 256 rows, and where they
+    cancel eager's float32 sum is itself off by about the default atol."""
     with braze.config.patch(num_threads=threads):
-        compiled = check(layer_norm_gelu, *leaves(*shape), grad=True)
+        compiled = check(layer_norm_gelu, *leaves(*shape), grad=True, reference="float64")
     backward = backward_graph(compiled)
     assert len(backward.kernels) == 1, [str(k) for k in backward.kernels]
     assert "colsum" in backward.source

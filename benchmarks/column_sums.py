@@ -26,7 +26,7 @@ import argparse
 import torch
 
 import braze
-from benchmarks.measure import copy_bandwidth, time_gpu
+from benchmarks.measure import copy_bandwidth, gpu_cells
 
 OPS = {"sum": lambda x: x.sum(0), "var_mean": lambda x: torch.var_mean(x, 0)}
 CASES = [  # rows, columns, dtype, op
@@ -64,11 +64,7 @@ def main(argv=None) -> None:
         x = torch.randn(rows, cols, device="cuda").to(dtype)
         reads = x.numel() * x.element_size()
         torch._dynamo.reset()
-        cells = []
-        for compiled in (fn, torch.compile(fn), torch.compile(fn, backend="braze")):
-            compiled(x)
-            us = time_gpu(compiled, x) * 1e3
-            cells.append(f"{us:.1f} ({reads / us / 1e3 / copy * 100:.0f} %)")
+        cells = gpu_cells(fn, x, reads, copy)
         print(f"| {label} | {' | '.join(cells)} | {braze_shapes(fn, x)} |", flush=True)
         del x
 

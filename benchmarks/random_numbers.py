@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import braze  # noqa: F401 (registers the backend)
-from benchmarks.measure import copy_bandwidth, time_gpu
+from benchmarks.measure import copy_bandwidth, gpu_cells
 
 CASES = [  # label, function, dtype of the 64M-element input
     ("dropout(x, 0.1)", lambda x: F.dropout(x, 0.1, training=True), torch.bfloat16),
@@ -41,11 +41,7 @@ def main(argv=None) -> None:
     for label, fn, dtype in CASES:
         x = torch.randn(1 << 26, device="cuda", dtype=dtype)
         moved = 2 * x.numel() * x.element_size()
-        cells = []
-        for compiled in (fn, torch.compile(fn), torch.compile(fn, backend="braze")):
-            compiled(x)
-            us = time_gpu(compiled, x) * 1e3
-            cells.append(f"{us:.1f} ({moved / us / 1e3 / copy * 100:.0f} %)")
+        cells = gpu_cells(fn, x, moved, copy)
         print(f"| {label} {str(dtype).removeprefix('torch.')} | {' | '.join(cells)} |", flush=True)
         del x
 

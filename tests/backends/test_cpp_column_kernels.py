@@ -7,19 +7,13 @@ import pytest
 import torch
 
 import braze
-from helpers import Compiled, check
+from helpers import Compiled, check, kernel_source
 
 
 @pytest.fixture(autouse=True)
 def cpp():
     with braze.config.patch(cpu_backend="cpp"):
         yield
-
-
-def kernel_source(compiled) -> str:
-    """The generated kernel functions of the one compiled graph (no prelude)."""
-    (graph,) = compiled.graphs
-    return graph.source[graph.source.index("// kernel"):]
 
 
 def compiled_run(fn, *args, shape=None):

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import braze
 from braze.fuse.legality import COLUMN_PARTIALS_MAX, Reason
-from helpers import TRITON_ONLY, Compiled, check, check_gradients_against_float64, check_low_precision, clone_inputs
+from helpers import TRITON_ONLY, Compiled, check, check_low_precision, clone_inputs
 
 
 @pytest.fixture(autouse=True)
@@ -43,11 +43,11 @@ def leaves(*shape_w):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("shape", [(64, 1000), (5, 7), (3, 2, 48), (1, 2, 129), (256, 16)])
 def test_layer_norm_backward_sums_its_weight_and_bias_gradients(shape, threads):
-    """One backward kernel: the row reductions, the input gradient and both column sums. The
-    column sums add their rows in another order than eager's (per-thread partials), so their
-    error is compared with eager's against float64."""
+    """One backward kernel: the row reductions, the input gradient and both column sums.
+    Against the float64 result: the bias gradient sums up to 256 rows, and where they
+    cancel eager's float32 sum is itself off by about the default atol."""
     with braze.config.patch(num_threads=threads):
-        compiled = check_gradients_against_float64(layer_norm_gelu, *leaves(*shape))
+        compiled = check(layer_norm_gelu, *leaves(*shape), grad=True, reference="float64")
     backward = backward_graph(compiled)
     assert len(backward.kernels) == 1, [str(k) for k in backward.kernels]
     assert "colsum" in backward.source

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import braze
 from braze.codegen.cpp.lanes import CHUNK
 from braze.codegen.cpp.rows import SCRATCH_MAX
-from helpers import Compiled, check, check_low_precision
+from helpers import Compiled, check, check_low_precision, kernel_source
 
 LANES = braze.config.cpp_lanes
 
@@ -24,12 +24,6 @@ LANES = braze.config.cpp_lanes
 def cpp():
     with braze.config.patch(cpu_backend="cpp"):
         yield
-
-
-def kernel_source(compiled) -> str:
-    """The generated kernel functions of the one compiled graph (no prelude)."""
-    (graph,) = compiled.graphs
-    return graph.source[graph.source.index("// kernel"):]
 
 
 def compiled_source(fn, *args):

@@ -240,6 +240,7 @@ def test_split_column_orientation_with_epilogue():
     assert_shape(["split"], lambda x: x.sum(0).abs().sqrt() + x.mean(0), x, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_split_columns_when_wide_blocks_are_fewer_than_sms():
     """4480 columns: 280 blocks of 16 (more than two per SM of an H100: blocks of 16 alone would not split),
     70 of 64 (fewer than its 132 SMs): split over row chunks, 64 columns to a program."""

@@ -149,3 +149,13 @@ def kernel_source(compiled) -> str:
     """The generated kernel functions of the one compiled graph (no prelude)."""
     (graph,) = compiled.graphs
     return graph.source[graph.source.index("// kernel"):]
+
+
+def compiled_source(fn, *args):
+    """braze's result and its kernels' source (one graph, compiled, no fallback)."""
+    torch._dynamo.reset()
+    with Compiled() as compiled:
+        out = torch.compile(fn, backend="braze")(*args)
+    assert len(compiled.graphs) == 1 and not compiled.failures
+    source = compiled.graphs[0].source
+    return out, source[source.index("// kernel"):]

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import braze
 from braze.codegen.cpp.lanes import CHUNK
-from helpers import Compiled, check
+from helpers import check, compiled_source
 
 LANES = braze.config.cpp_lanes
 
@@ -21,16 +21,6 @@ LANES = braze.config.cpp_lanes
 def cpp():
     with braze.config.patch(cpu_backend="cpp"):
         yield
-
-
-def compiled_source(fn, *args):
-    """braze's result and its kernels' source (one graph, compiled, no fallback)."""
-    torch._dynamo.reset()
-    with Compiled() as compiled:
-        out = torch.compile(fn, backend="braze")(*args)
-    assert len(compiled.graphs) == 1 and not compiled.failures
-    source = compiled.graphs[0].source
-    return out, source[source.index("// kernel"):]
 
 
 def rotary(x, cos, sin):

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import braze
 from braze.codegen.cpp.lanes import CHUNK
 from braze.codegen.cpp.rows import SCRATCH_MAX
-from helpers import Compiled, check, check_low_precision, kernel_source
+from helpers import check, check_low_precision, compiled_source, kernel_source
 
 LANES = braze.config.cpp_lanes
 
@@ -24,16 +24,6 @@ LANES = braze.config.cpp_lanes
 def cpp():
     with braze.config.patch(cpu_backend="cpp"):
         yield
-
-
-def compiled_source(fn, *args):
-    """braze's result and its kernels' source (one graph, compiled, no fallback)."""
-    torch._dynamo.reset()
-    with Compiled() as compiled:
-        out = torch.compile(fn, backend="braze")(*args)
-    assert len(compiled.graphs) == 1 and not compiled.failures
-    source = compiled.graphs[0].source
-    return out, source[source.index("// kernel"):]
 
 
 def lane_loops(n: int) -> int:

@@ -31,11 +31,12 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.utils.checkpoint import CheckpointPolicy
 
 from braze import config
+from braze.codegen import target_for
 from braze.compiler import CompiledGraph, compile_graph, load_cached
 from braze.debug.explain import Report
 from braze.errors import BrazeError
 from braze.decompositions import table
-from braze.lower import LoweringError
+from braze.lower import LoweringError, graph_device
 from braze.runtime import trace_cache
 from braze.runtime.guard import guarded
 
@@ -166,12 +167,7 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
         if kind == "backward" and saved.restrided:
             return _FirstCall(gm, kind, options)
         if _has_symbolic_sizes(gm):
-            if not config.specialize_dynamic:
-                return _fail(gm, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
-            if config.cudagraphs:
-                warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=2)
-            from braze.runtime.specialize import Specializing
-            return Specializing(gm, kind, options, compile_or_fallback)
+            return _symbolic(gm, kind, options)
         if kind != "backward":
             try:
                 _keep_eager_strides(gm, eager)
@@ -184,6 +180,33 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
         if compiled is not None and remember[0]:
             trace_cache.remember(remember[0], compiled, gm, remember[1])
         return _with_cudagraphs(call, _static_inputs())
+
+
+def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict):
+    """A graph with symbolic sizes: compiled once per size class where the target takes
+    sizes as arguments (``runtime/symbolic.py``), else once per concrete shape."""
+    if config.cudagraphs:
+        warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=3)
+
+    def per_shape():
+        if not config.specialize_dynamic:
+            return _fail(gm, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
+        from braze.runtime.specialize import Specializing
+        return Specializing(gm, kind, options, compile_or_fallback)
+
+    if config.symbolic_sizes and target_for(graph_device(gm)).takes_sizes:
+        from braze.runtime.symbolic import Symbolic
+        return Symbolic(gm, kind, options, _compiled_or_raise, per_shape)
+    return per_shape()
+
+
+def _compiled_or_raise(gm: torch.fx.GraphModule, kind: str):
+    """braze's compiled graph (boxed, its first call guarded); a failure raises."""
+    compiled = compile_graph(gm, kind)
+    for listener in list(_listeners):
+        listener(compiled)
+    _debug(compiled)
+    return guarded(compiled, gm, kind, _report)
 
 
 def _with_cudagraphs(call, static_inputs: list):

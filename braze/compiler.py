@@ -77,6 +77,7 @@ class CompiledGraph:
     cache_key: str = ""  # its key in the graph cache ("" when not cached)
     rebuild: object = None  # () -> the IR, for a graph loaded from the graph cache
     checks: list = dataclasses.field(default_factory=list)  # CheckSite per run-time check
+    sizes: object = None  # a variant of a graph with symbolic sizes: ``runtime.symbolic.SizeClass``
 
     @property
     def fx_code(self) -> str:

@@ -105,6 +105,11 @@ KNOBS = (
          "run rand, randn, randint, bernoulli, uniform, normal, exponential and dropout through ATen, giving "
          "eager's numbers from the same seed (off: drawn inside the fused kernels by Philox4x32-10, "
          "one counter per four uniforms)"),
+    Knob("symbolic_sizes", "BRAZE_SYMBOLIC_SIZES", True, _flag,
+         "compile graphs with symbolic sizes once per size class, sizes passed to the kernels "
+         "(off: once per concrete shape)"),
+    Knob("max_size_variants", "BRAZE_MAX_SIZE_VARIANTS", 8, int,
+         "size classes compiled for one graph with symbolic sizes before it is compiled per shape"),
     Knob("specialize_dynamic", "BRAZE_SPECIALIZE_DYNAMIC", True, _flag,
          "compile graphs with symbolic sizes once per concrete shape at run time"),
     # inlining and fusion

@@ -34,6 +34,7 @@ class Target:
     op_costs: dict = field(default_factory=dict)  # Op -> cost per element (missing: 1)
     column_sums: bool = False  # a sum over the rows may join a row kernel (per-thread partials)
     supports_foreach: bool = False  # many small kernels in one launch
+    takes_sizes: bool = False  # kernels take symbolic sizes as arguments (``ir/symbols.py``)
 
     def scatter_adds(self, dtype) -> bool:
         """Can kernels add at scattered positions into ``dtype`` (a scatter_add, index_put

@@ -3,8 +3,9 @@
 Takes: the compiled graphs and failures ``braze.backend.explain`` recorded. Gives:
 ``Report``: the compiled graphs (forward, backward or inference), their kernels (each with the
 ATen ops fused into it and its backend), extern and fallback ATen calls,
-inlining decisions and the fusion log (every pair considered, with its reason),
-and a readable table as ``str(report)``.
+inlining decisions and the fusion log (every pair considered, with its reason), for a
+graph with symbolic sizes its symbols, guards and specializations, and a readable table
+as ``str(report)``.
 
 """
 from __future__ import annotations
@@ -62,6 +63,8 @@ class Report:
                 lines.append(f"  {'extern':10} {'aten':8} {'':10} {e}")
             for f in g.fallbacks:
                 lines.append(f"  {'fallback':10} {'aten':8} {'':10} {f}")
+            if getattr(g, "sizes", None) is not None:
+                lines += g.sizes.lines()
             for k, site in enumerate(getattr(g, "checks", [])):
                 what = "divisor != 0" if site.kind == "divisor" else \
                     f"index into dim {site.dim} of {list(site.shape)}, size {site.size}"

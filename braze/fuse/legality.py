@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from braze import config
 from braze.ir import simplify as S
+from braze.ir import symbols
 from braze.ir.expr import Expr, Op, cache_table, cached, free_vars, index, loads, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars
 
@@ -148,7 +149,12 @@ def refine(nodes, roles: dict, outer: int, red: int, orders: dict) -> tuple | No
     cuts = {1, red, outer * red}
     for n in nodes:
         cuts |= _boundaries(n, roles[n.name], red, iteration_sizes(n, orders))
-    cuts = sorted(c for c in cuts if c > 0)
+    cuts = [c for c in cuts if c > 0]
+    if any(symbols.is_symbolic(c) for c in cuts):
+        cuts = symbols.divisor_chain(cuts)
+        if cuts is None:
+            return None
+    cuts = sorted(cuts)
     if any(b % a for a, b in zip(cuts, cuts[1:])):
         return None
     dims = [b // a for a, b in zip(cuts, cuts[1:])][::-1]

@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 
 from braze.ir import dtypes
+from braze.ir.symbols import Size
 
 
 class Op(enum.Enum):
@@ -173,6 +174,7 @@ class Expr:
         return (Expr, (self.op, self.dtype, self.args, self.arg))
 
     def __repr__(self) -> str:
+        from braze.ir.text import to_text  # (the text form lives in its own module)
         return to_text(self)
 
     __str__ = __repr__
@@ -248,7 +250,7 @@ def _wrap(value: int, dtype) -> int:
 
 def const(value, dtype) -> Expr:
     if dtype is dtypes.INDEX:
-        value = int(value)
+        value = _integer(value)
     elif dtype in dtypes.INTEGERS:
         value = _wrap(int(value), dtype)
     elif dtype is torch.bool:
@@ -259,14 +261,19 @@ def const(value, dtype) -> Expr:
 
 
 def index(value: int) -> Expr:
-    return Expr(Op.CONST, dtypes.INDEX, (), int(value))
+    return Expr(Op.CONST, dtypes.INDEX, (), _integer(value))
 
 
 def var(name: str, size: int) -> Expr:
     """A loop variable ranging over ``[0, size)``; extent 1 is the constant 0."""
     if size == 1:
         return index(0)
-    return Expr(Op.VAR, dtypes.INDEX, (), (name, int(size)))
+    return Expr(Op.VAR, dtypes.INDEX, (), (name, _integer(size)))
+
+
+def _integer(value):
+    """An index constant or extent: an int, or a symbolic ``Size`` kept as it is."""
+    return value if isinstance(value, Size) else int(value)
 
 
 def load(buffer: str, indices: Iterable[Expr], dtype) -> Expr:
@@ -369,7 +376,7 @@ def checked(value: Expr, kind: str, site: int, size: int = 0) -> Expr:
     "position" (the same, negative values refused) or "divisor" (an integer divisor that must
     not be 0). ``site``: the graph's record of what to raise (``braze.ir.graph.CheckSite``)."""
     if kind in ("index", "position"):
-        return Expr(Op.CHECK, dtypes.INDEX, (value,), (kind, int(site), int(size)))
+        return Expr(Op.CHECK, dtypes.INDEX, (value,), (kind, int(site), _integer(size)))
     if kind == "divisor":
         return Expr(Op.CHECK, value.dtype, (value,), (kind, int(site), 0))
     raise TypeError(f"braze IR: check kind {kind!r} is not 'index', 'position' or 'divisor'")
@@ -512,100 +519,6 @@ def substitute(root: Expr, mapping: dict, memo: dict | None = None) -> Expr:
     if not mapping:
         return root
     return rewrite(root, lambda node, args: mapping.get(node), memo)
-
-
-# ----------------------------------------------------------------------------- printing
-
-_INFIX = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.TRUEDIV: "/", Op.FLOORDIV: "//", Op.MOD: "%",
-          Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=",
-          Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.LSHIFT: "<<", Op.RSHIFT: ">>"}
-
-
-def to_text(e: Expr) -> str:
-    """A one-line readable form, e.g. ``exp(load(buf0, [x0, x1])) * 2.0``."""
-    memo = e.memo()
-    text = memo.get("text")
-    if text is None:
-        text = _format(e)
-        memo["text"] = text
-    return text
-
-
-def _format(e: Expr) -> str:
-    op, args = e.op, e.args
-    if op is Op.CONST:
-        return repr(e.arg) if not isinstance(e.arg, bool) else str(e.arg)
-    if op is Op.VAR:
-        return e.arg[0]
-    if op is Op.VALUE:
-        return f"<{e.arg}>"
-    if op is Op.LOAD:
-        return f"{e.arg}[{', '.join(to_text(a) for a in args)}]"
-    if op is Op.CAST:
-        return f"{dtypes.short(e.dtype)}({to_text(args[0])})"
-    if op is Op.CHECK:
-        return _check_text(e, to_text(args[0]))
-    if op in _INFIX and e.arg != ROUNDED:
-        return f"({to_text(args[0])} {_INFIX[op]} {to_text(args[1])})"
-    return f"{_name(e)}({', '.join(to_text(a) for a in args)})"
-
-
-def _check_text(e: Expr, value: str) -> str:
-    kind, site, size = e.arg
-    return f"check_{kind}({value}{f', {size}' if kind != 'divisor' else ''}; site {site})"
-
-
-def format_body(root: Expr, name: str = "out") -> list[str]:
-    """Several lines with shared subexpressions bound once: ``t3 = exp(t1)``."""
-    uses: dict = {}
-    for node in walk(root):
-        for child in node.args:
-            uses[id(child)] = uses.get(id(child), 0) + 1
-    names: dict = {}
-    lines: list[str] = []
-
-    def show(node: Expr) -> str:
-        if id(node) in names:
-            return names[id(node)]
-        if node.op in (Op.CONST, Op.VAR):
-            return to_text(node)
-        saved = {}
-        for child in node.args:
-            saved[id(child)] = show(child)
-        text = _format_with(node, saved)
-        if uses.get(id(node), 0) > 1 and node.op is not Op.LOAD or len(text) > 100:
-            label = f"t{len(lines)}"
-            lines.append(f"{label} = {text}")
-            names[id(node)] = label
-            return label
-        return text
-
-    for node in walk(root):
-        if uses.get(id(node), 0) > 1 and node.op not in (Op.CONST, Op.VAR):
-            show(node)
-    lines.append(f"{name} = {show(root)}")
-    return lines
-
-
-def _format_with(e: Expr, shown: dict) -> str:
-    args = [shown[id(a)] for a in e.args]
-    op = e.op
-    if op is Op.LOAD:
-        return f"{e.arg}[{', '.join(args)}]"
-    if op is Op.CAST:
-        return f"{dtypes.short(e.dtype)}({args[0]})"
-    if op is Op.CHECK:
-        return _check_text(e, args[0])
-    if op in _INFIX and e.arg != ROUNDED:
-        return f"({args[0]} {_INFIX[op]} {args[1]})"
-    return f"{_name(e)}({', '.join(args)})"
-
-
-_FLAGGED_NAMES = {ROUNDED: "mul_rn", APPROX: "cuda_rsqrt", "rand": "rand", "randn": "randn"}
-
-
-def _name(e: Expr) -> str:
-    return _FLAGGED_NAMES.get(e.arg, e.op.value) if isinstance(e.arg, str) else e.op.value
 
 
 def iter_vars(names: Iterable[str], sizes: Iterable[int]) -> Iterator[Expr]:

@@ -33,7 +33,8 @@ from typing import Any
 import torch
 
 from braze.ir import dtypes
-from braze.ir.expr import Expr, Op, cached, format_body, index, loads, to_text, var
+from braze.ir.expr import Expr, Op, cached, index, loads, var
+from braze.ir.text import format_body, to_text
 from braze.ir.simplify import flat_offset, floordiv, mod, row_major_strides
 
 

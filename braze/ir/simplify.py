@@ -170,7 +170,7 @@ def _div_rest(rest: dict, const: int, d: int) -> Expr:
     lo, hi = bounds(r)
     if lo >= 0 and hi < d:
         return index(0)
-    g = math.gcd(d, const, *rest.values())
+    g = _gcd(d, const, *rest.values())
     if g > 1:
         return floordiv(_canonical({t: k // g for t, k in rest.items()}, const // g), d // g)
     if len(rest) == 1 and not const:
@@ -182,6 +182,11 @@ def _div_rest(rest: dict, const: int, d: int) -> Expr:
         atom, c, _ = split
         return floordiv(atom, d // c)
     return Expr(Op.FLOORDIV, INDEX, (r, index(d)))
+
+
+def _gcd(*values) -> int:
+    """The gcd of integers; 1 where one is a symbolic size (nothing to factor out)."""
+    return math.gcd(*values) if all(isinstance(v, int) for v in values) else 1
 
 
 def _split_leading(rest: dict, const: int, d: int):
@@ -214,7 +219,7 @@ def mod(a, d) -> Expr:
     lo, hi = bounds(r)
     if lo >= 0 and hi < d:
         return r
-    g = math.gcd(d, const, *rest.values())
+    g = _gcd(d, const, *rest.values())
     if g > 1:
         inner = mod(_canonical({t: k // g for t, k in rest.items()}, const // g), d // g)
         return mul(inner, g)
@@ -367,7 +372,7 @@ def _times(x, y):
 
 
 def _floor_div(x, d):
-    return x if math.isinf(x) else x // d
+    return x if isinstance(x, float) and math.isinf(x) else x // d
 
 
 def _dtype_range(dtype) -> tuple:

@@ -29,6 +29,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
+from braze.ir import symbols
 from braze.ir.expr import Expr, Op, cast, load, substitute
 from braze.ir.graph import (BufferArg, ComputeNode, ExternNode, Graph, InputNode, Layout,
                             OutputSpec, out_vars)
@@ -179,13 +180,13 @@ class Lowerer:
             self.graph.inputs.append(None)
             return _concrete(val)
         name = f"arg{position}"
-        layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
+        layout = Layout(sizes_of(val), strides_of(val), 0)
         host_scalar = self.graph.device.type == "cuda" and is_host_scalar(val)
-        self.graph.add(InputNode(name, val.dtype, tuple(val.shape), [node.name], position, layout,
-                                 storage_offset=int(val.storage_offset()), host_scalar=host_scalar,
+        self.graph.add(InputNode(name, val.dtype, sizes_of(val), [node.name], position, layout,
+                                 storage_offset=offset_of(val), host_scalar=host_scalar,
                                  elsewhere=not host_scalar and val.device != self.graph.device))
         self.graph.inputs.append(name)
-        return TensorValue(val.dtype, tuple(val.shape), load(name, out_vars(val.shape), val.dtype))
+        return TensorValue(val.dtype, sizes_of(val), load(name, out_vars(sizes_of(val)), val.dtype))
 
     def _constant(self, node):
         tensor = getattr(self.gm, node.target)
@@ -193,9 +194,9 @@ class Lowerer:
             return tensor
         name = self.fresh("const")
         tensor = constant_on(tensor, self.graph.device)
-        layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
-        self.graph.add(InputNode(name, tensor.dtype, tuple(tensor.shape), [node.target], -1, layout, tensor))
-        return TensorValue(tensor.dtype, tuple(tensor.shape), load(name, out_vars(tensor.shape), tensor.dtype))
+        layout = Layout(sizes_of(tensor), strides_of(tensor), 0)
+        self.graph.add(InputNode(name, tensor.dtype, sizes_of(tensor), [node.target], -1, layout, tensor))
+        return TensorValue(tensor.dtype, sizes_of(tensor), load(name, out_vars(sizes_of(tensor)), tensor.dtype))
 
     def _call(self, node):
         target = node.target
@@ -233,9 +234,13 @@ class Lowerer:
         return (token, *result) if len(val) > 2 else (token, result)
 
     def _python_call(self, node, target, args, kwargs):
-        """Python arithmetic on sizes (``operator.mul``, ``sym_size``...): evaluate it."""
+        """Python arithmetic on sizes (``operator.mul``, ``sym_size``...): the traced
+        value (a ``Size`` where it is symbolic), else evaluated."""
         if any(isinstance(a, TensorValue) for a in args):
             raise LoweringError(target, "python call on a tensor", describe_inputs(node))
+        traced = node.meta.get("val")
+        if isinstance(traced, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            return symbols.concrete(traced)
         return target(*args, **kwargs)
 
     def _outputs(self, node):
@@ -288,7 +293,7 @@ class Lowerer:
             buffer = self.storage_of(self.env[base], _meta_layout(base.meta["val"]), reason="viewed by an output",
                                      exact=True)  # eager's view strides hold for eager's layout only (not padded rows)
             if buffer is not None:
-                return OutputSpec("view", buffer, tuple(meta.shape), tuple(meta.stride()),
+                return OutputSpec("view", buffer, sizes_of(meta), strides_of(meta),
                                   _view_offset(self.graph, buffer, meta))
         layout = _meta_layout(meta)
         buffer = self.storage_of(value, layout, reason="graph output", exact=True)
@@ -311,7 +316,7 @@ class Lowerer:
             node, root = _view_base(fx_value), wanted._base
         tv = self.env.get(node) if isinstance(node, torch.fx.Node) else None
         layout = _meta_layout(root)
-        if root._base is not None or not isinstance(tv, TensorValue) or tuple(root.shape) != tv.sizes \
+        if root._base is not None or not isinstance(tv, TensorValue) or sizes_of(root) != tv.sizes \
                 or tv.dtype != root.dtype or not layout.is_dense():
             return None
         key = (node, layout.strides)
@@ -324,8 +329,8 @@ class Lowerer:
             self.eager_buffers[key] = buffer
         if wanted._base is None:
             return OutputSpec("buffer", buffer)
-        return OutputSpec("view", buffer, tuple(wanted.shape), tuple(wanted.stride()),
-                          int(wanted.storage_offset()) - layout.offset)
+        return OutputSpec("view", buffer, sizes_of(wanted), strides_of(wanted),
+                          offset_of(wanted) - layout.offset)
 
     # ------------------------------------------------------------------ building blocks
 
@@ -340,7 +345,7 @@ class Lowerer:
 
     def _preferred_layout(self, sizes) -> Layout | None:
         val = self.out
-        if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(sizes):
+        if isinstance(val, torch.Tensor) and sizes_of(val) == tuple(sizes):
             layout = _meta_layout(val)
             if layout.is_dense():
                 return Layout(layout.sizes, layout.strides, 0)
@@ -436,12 +441,12 @@ class Lowerer:
                 outputs.append((name, meta.dtype, layout or Layout(eager.sizes, eager.strides, 0)))
                 if layout is not None:
                     self.padded.add(name)
-                values.append(TensorValue(meta.dtype, tuple(meta.shape), load(name, out_vars(meta.shape), meta.dtype)))
+                values.append(TensorValue(meta.dtype, sizes_of(meta), load(name, out_vars(sizes_of(meta)), meta.dtype)))
             else:
                 outputs.append(None)
                 values.append(_concrete(meta))
         name = outputs[0][0] if outputs and outputs[0] else self.fresh("extern")
-        node = ExternNode(name, val.dtype if single else None, tuple(val.shape) if single else (),
+        node = ExternNode(name, val.dtype if single else None, sizes_of(val) if single else (),
                           [str(target)], target=target, args=call_args, kwargs=call_kwargs,
                           outputs=outputs, is_fallback=fallback, single=single)
         self.graph.add(node)
@@ -458,7 +463,7 @@ def _checked_shape(node, result):
     as a result of another shape."""
     val = node.meta.get("val")
     if isinstance(result, TensorValue) and isinstance(val, torch.Tensor) \
-            and all(isinstance(n, int) for n in val.shape) and tuple(result.sizes) != tuple(val.shape):
+            and all(isinstance(n, int) for n in val.shape) and tuple(result.sizes) != sizes_of(val):
         raise LoweringError(node.target, f"the rule gave sizes {list(result.sizes)}, the traced value has "
                             f"{list(val.shape)}", describe_inputs(node))
     return result
@@ -521,18 +526,29 @@ def _values_decide_size(node, target) -> bool:
 def _traced_sizes(node) -> str:
     val = node.meta.get("val")
     vals = val if isinstance(val, (list, tuple)) else [val]
-    return ", ".join(str(tuple(v.shape)) for v in vals if isinstance(v, torch.Tensor)) or "no tensor"
+    return ", ".join(str(sizes_of(v)) for v in vals if isinstance(v, torch.Tensor)) or "no tensor"
 
 
 def _concrete(value):
-    if isinstance(value, torch.SymInt):
-        raise Unsupported("symbolic size")
-    return value
+    return symbols.concrete(value)
+
+
+def sizes_of(val) -> tuple:
+    """A traced value's sizes: ints, or ``Size`` where Dynamo made them symbolic."""
+    return tuple(symbols.concrete(n) for n in val.shape)
+
+
+def strides_of(val) -> tuple:
+    return tuple(symbols.concrete(n) for n in val.stride())
+
+
+def offset_of(val):
+    return symbols.concrete(val.storage_offset())
 
 
 def _meta_layout(val: torch.Tensor) -> Layout:
-    return Layout(tuple(int(s) for s in val.shape), tuple(int(s) for s in val.stride()),
-                  int(val.storage_offset()))
+    return Layout(sizes_of(val), strides_of(val),
+                  offset_of(val))
 
 
 def _view_base(fx_value):
@@ -562,7 +578,7 @@ def _same_interpretation(base, view) -> bool:
 
 
 def _view_offset(graph: Graph, buffer: str, meta) -> int:
-    return int(meta.storage_offset())
+    return offset_of(meta)
 
 
 def describe_inputs(node) -> str:

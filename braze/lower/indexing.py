@@ -26,7 +26,7 @@ from braze import config
 from braze.ir.expr import Op, binary, cast, checked, const, index, where
 from braze.ir.graph import out_vars
 from braze.lower.checks import check_site, trusted, wraps_negative
-from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.core import TensorValue, Unsupported, register, sizes_of
 from braze.lower.pointwise import broadcast_sizes, expand_to, finish
 from braze.lower.views import norm_dim, slice_bounds
 
@@ -36,7 +36,7 @@ prims = torch.ops.prims
 
 def _out(ctx):
     out = ctx.out
-    return out.dtype, tuple(out.shape)
+    return out.dtype, sizes_of(out)
 
 
 # ----------------------------------------------------------------------------- creation

@@ -18,7 +18,7 @@ from torch._prims_common import elementwise_dtypes
 from braze.ir import dtypes
 from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, unary, where
 from braze.ir.graph import ExternNode, InputNode, out_vars
-from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.core import TensorValue, Unsupported, register, sizes_of
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -79,7 +79,7 @@ def pointwise(ctx, fn, *args, kind=Kind.DEFAULT, compute=None, sizes=None) -> Te
     tensors = [a for a in args if isinstance(a, TensorValue)]
     if sizes is None:
         out = ctx.out
-        sizes = tuple(out.shape) if isinstance(out, torch.Tensor) else broadcast_sizes(*(t.sizes for t in tensors))
+        sizes = sizes_of(out) if isinstance(out, torch.Tensor) else broadcast_sizes(*(t.sizes for t in tensors))
     promoted_compute, promoted_result = promote(kind, *args)
     compute = compute or promoted_compute
     result = result_dtype(ctx, promoted_result)
@@ -440,7 +440,7 @@ for _packet, _op in LOGICAL.items():
 @register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
 def _where(ctx, cond, a, b):
     compute, result = promote(Kind.NO_OPMATH, a, b)
-    sizes = tuple(ctx.out.shape)
+    sizes = sizes_of(ctx.out)
     cond_e = as_expr(cond, sizes, torch.bool)
     body = where(cond_e, as_expr(a, sizes, dtypes.compute_dtype(result)),
                  as_expr(b, sizes, dtypes.compute_dtype(result)))
@@ -490,7 +490,7 @@ def _clamp_tensor(ctx, x, lo=None, hi=None):
 def _masked_fill(ctx, x, mask, value):
     if isinstance(value, TensorValue) and value.ndim:
         raise Unsupported("masked_fill with a non-scalar value")
-    sizes = tuple(ctx.out.shape)
+    sizes = sizes_of(ctx.out)
     dt = dtypes.compute_dtype(x.dtype)
     body = where(as_expr(mask, sizes, torch.bool), as_expr(value, sizes, dt), as_expr(x, sizes, dt))
     return finish(ctx, body, x.dtype, sizes)

@@ -28,7 +28,7 @@ from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, binary, cast, const, unary, where
 from braze.ir.graph import Layout, out_vars
-from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.core import TensorValue, Unsupported, register, sizes_of, strides_of
 from braze.lower.pointwise import finish
 
 aten = torch.ops.aten
@@ -104,9 +104,9 @@ def _inside(position: Expr, size: int) -> Expr:
 def _compute_like(ctx, meta, dtype, body: Expr) -> TensorValue:
     """A compute node for one result of a multi-result op, preferring ``meta``'s layout
     (eager's: channels-last pooling gives channels-last results)."""
-    sizes = tuple(int(s) for s in meta.shape)
+    sizes = sizes_of(meta)
     value = ctx.compute(dtype, sizes, body)
-    layout = Layout(sizes, tuple(int(s) for s in meta.stride()), 0)
+    layout = Layout(sizes, strides_of(meta), 0)
     if layout.is_dense():
         ctx.graph.producer(value.expr.arg).preferred = layout
     return value
@@ -165,7 +165,7 @@ def _max_pool2d_with_indices(ctx, x, kernel_size, stride=(), padding=0, dilation
     if kernel[0] * kernel[1] > MAX_UNROLLED:
         raise Unsupported(f"pooling window of {kernel[0] * kernel[1]} elements")
     values_meta, indices_meta = ctx.out
-    out_sizes = tuple(int(s) for s in values_meta.shape)
+    out_sizes = sizes_of(values_meta)
     elements = _window_elements(x, out_sizes, kernel, stride, padding, dilation)
     best, position = _window_maximum(elements, x.dtype)
     if x.dtype not in dtypes.LOW_PRECISION:  # low precision: the float32 body is rounded on store

@@ -30,10 +30,11 @@ import torch
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
+from braze.ir import symbols
 from braze.ir.expr import (COUNTER_WORDS, RANDOM_WORDS, Expr, Op, binary, cast, const, index, load, random, unary,
                             where)
 from braze.ir.graph import out_vars
-from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.core import TensorValue, Unsupported, register, sizes_of
 from braze.lower.pointwise import as_expr, finish
 
 aten = torch.ops.aten
@@ -55,7 +56,7 @@ def _seed(ctx) -> Expr:
 def random_values(ctx, kind: str, sizes) -> Expr:
     """``kind`` numbers over ``sizes`` (float32), element ``i`` in row-major order drawing
     the ``i``-th number of ``kind`` from word ``base`` on (``base`` a whole counter)."""
-    sizes = tuple(int(s) for s in sizes)
+    sizes = tuple(symbols.concrete(s) for s in sizes)
     if config.fallback_random:
         raise Unsupported("fallback_random is on")
     seed = _seed(ctx)
@@ -72,7 +73,7 @@ def _result(ctx) -> tuple:
     out = ctx.out
     if out.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise Unsupported(f"random numbers of dtype {out.dtype}")
-    return out.dtype, tuple(out.shape)
+    return out.dtype, sizes_of(out)
 
 
 def _on_grid(u: Expr, dtype) -> Expr:
@@ -113,7 +114,7 @@ def _randint(ctx, *args, **kwargs):
     out = ctx.out
     if out.dtype is torch.bool or not 0 < high - low <= 2 ** 32:
         raise Unsupported(f"randint from {low} to {high} of dtype {out.dtype}")
-    sizes = tuple(out.shape)
+    sizes = sizes_of(out)
     drawn = binary(Op.MOD, random_values(ctx, "bits", sizes), const(high - low, torch.int64))
     value = binary(Op.ADD, drawn, const(low, torch.int64)) if low else drawn
     return finish(ctx, cast(value, dtypes.compute_dtype(out.dtype)), out.dtype, sizes)

@@ -16,7 +16,7 @@ import torch
 
 from braze.ir import dtypes
 from braze.ir.expr import cast, scan
-from braze.lower.core import Unsupported, register
+from braze.lower.core import Unsupported, register, sizes_of
 from braze.lower.pointwise import finish
 from braze.lower.views import norm_dim
 
@@ -27,7 +27,7 @@ COMBINES = {aten.cumsum.default: "sum", aten.cumprod.default: "prod"}
 
 @register(aten.cumsum.default, aten.cumprod.default)
 def _cumulative(ctx, x, dim, dtype=None):
-    out_dtype, sizes = ctx.out.dtype, tuple(ctx.out.shape)
+    out_dtype, sizes = ctx.out.dtype, sizes_of(ctx.out)
     if not dtypes.is_supported(out_dtype):
         raise Unsupported(f"cumulative op into {out_dtype}")
     value = cast(x.expr, dtypes.compute_dtype(out_dtype))

@@ -31,7 +31,7 @@ from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, cast, const, index, load, scatter_store, where
 from braze.ir.graph import ComputeNode, Layout, out_vars
-from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.core import TensorValue, Unsupported, register, sizes_of, strides_of
 from braze.lower.indexing import advanced_index, index_from
 from braze.lower.pointwise import expand_to, finish
 from braze.lower.views import norm_dim, reshape
@@ -178,7 +178,7 @@ def _as_strided_scatter(ctx, base, src, size, stride, storage_offset=None):
         raise Unsupported(f"as_strided_scatter of {list(src.sizes)} into a view of {size}")
     if math.prod(size) == 0:
         return finish(ctx, base.expr, base.dtype, base.sizes)
-    clone = Layout(tuple(meta.shape), tuple(meta.stride()))
+    clone = Layout(sizes_of(meta), strides_of(meta))
     clone = clone if clone.is_dense() else Layout.contiguous(base.sizes)
     view = Layout(tuple(size), tuple(stride), offset)
     if offset < 0 or min(stride, default=0) < 0 or view.storage_numel() > base.numel or _overlaps(size, stride):

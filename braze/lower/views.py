@@ -12,17 +12,18 @@ import math
 import torch
 
 from braze.ir import simplify as S
+from braze.ir import symbols
 from braze.ir.expr import index
 from braze.ir.graph import InputNode, out_vars
 from braze.ir.expr import Op
-from braze.lower.core import TensorValue, Unsupported, register
+from braze.lower.core import TensorValue, Unsupported, register, sizes_of
 
 aten = torch.ops.aten
 
 
 def remap(tv: TensorValue, sizes, indices_of) -> TensorValue:
     """A view of ``tv`` with ``sizes``: element ``v`` is ``tv[indices_of(v)]``."""
-    sizes = tuple(int(s) for s in sizes)
+    sizes = tuple(symbols.concrete(s) for s in sizes)
     return TensorValue(tv.dtype, sizes, tv.at(indices_of(out_vars(sizes))))
 
 
@@ -221,7 +222,7 @@ def _unbind(ctx, x, dim=0):
 def _diagonal(ctx, x, offset=0, dim1=0, dim2=1):
     d1, d2 = norm_dim(dim1, x.ndim), norm_dim(dim2, x.ndim)
     rest = [k for k in range(x.ndim) if k not in (d1, d2)]
-    sizes = tuple(ctx.out.shape)
+    sizes = sizes_of(ctx.out)
 
     def indices_of(vs):
         out = [None] * x.ndim

@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from braze import config
+from braze.ir import symbols
 from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph, InputNode, row_major_strides
 from braze.runtime import host_cache
 
@@ -62,7 +63,8 @@ class Step:
 def generate(graph: Graph, steps: list, private_outputs: frozenset = frozenset()) -> str:
     """The text of ``call(args)``. ``private_outputs``: output buffers the user never holds
     (gradients, activations saved for the backward), which may come from the CPU buffer cache."""
-    return _Writer(graph, steps, graph.device, private_outputs).run()
+    with symbols.language("python"):
+        return _Writer(graph, steps, graph.device, private_outputs).run()
 
 
 def environment(device: torch.device, kernel_objects: dict) -> dict:
@@ -91,6 +93,7 @@ class _Writer:
     def run(self) -> str:
         inputs = [name for name in self.graph.inputs]
         self.lines.append("def call(args):")
+        self.lines += [f"    {name} = {text}" for name, text in symbols.bindings().items()]
         unpack = ", ".join(name or "_" for name in inputs)
         if inputs:
             self.lines.append(f"    {unpack}{',' if len(inputs) == 1 else ''} = args")

@@ -146,13 +146,27 @@ def test_each_shape_specialization_is_guarded(monkeypatch):
     calls = break_first_runs(monkeypatch, "kernel0", out_of_resources)
     f = lambda x: (x * 2).softmax(-1)
     g = torch.compile(f, backend="braze", dynamic=True)
-    with braze.config.patch(strict=False), Compiled() as compiled, warnings.catch_warnings(record=True) as caught:
+    with braze.config.patch(strict=False, symbolic_sizes=False), Compiled() as compiled, \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in (3, 5, 3, 5):
             x = torch.randn(n, 6)
             torch.testing.assert_close(g(x), f(x))
     assert len(compiled.graphs) == 2 and len(calls) == 2 and len(compiled.failures) == 2
     assert len(braze_warnings(caught)) == 1  # the same message is not repeated
+
+
+def test_a_size_class_variant_is_guarded(monkeypatch):
+    calls = break_first_runs(monkeypatch, "kernel0", out_of_resources)
+    f = lambda x: (x * 2).softmax(-1)
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with braze.config.patch(strict=False), Compiled() as compiled, warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        for n in (5, 7, 5, 7):  # (rows of 4 and more: one size class on any thread count)
+            x = torch.randn(n, 6)
+            torch.testing.assert_close(g(x), f(x))
+    # one variant serves both sizes; its first run failed, so it runs eagerly from then on
+    assert len(compiled.graphs) == 1 and len(calls) == 1 and len(compiled.failures) == 1
 
 
 def test_backward_compiled_at_its_first_call_is_guarded(monkeypatch):

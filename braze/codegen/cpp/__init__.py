@@ -12,6 +12,7 @@ import torch
 from braze import config
 from braze.codegen import Built
 from braze.codegen.cpp.build import build_library, function, is_cached
+from braze.ir import symbols
 
 
 class CppBackend:
@@ -30,8 +31,10 @@ class CppBackend:
         if not kernels:
             return Built({}, {}, source, recipe=CppRecipe(source, []))
         hit = is_cached(source)
-        recipe = CppRecipe(source, [(k.plan.name, len(k.args)) for k in kernels])
-        launches = {k.plan.name: f"{k.plan.name}({', '.join(f'{b}.data_ptr()' for b in k.args)})" for k in kernels}
+        sizes = symbols.parameters()  # symbolic sizes, after the buffers
+        recipe = CppRecipe(source, [(k.plan.name, len(k.args) + len(sizes)) for k in kernels])
+        launches = {k.plan.name: f"{k.plan.name}({', '.join([f'{b}.data_ptr()' for b in k.args] + sizes)})"
+                    for k in kernels}
         return Built(recipe.load(None), launches, source, {k.plan.name: k.shape for k in kernels}, hit, recipe)
 
 

@@ -20,6 +20,7 @@ import torch
 from braze.codegen.emitter import Emitter, PrintScope
 from braze.ir import dtypes
 from braze.ir import simplify as S
+from braze.ir import symbols
 from braze.ir.expr import COMPARISONS, Expr, Op
 from braze.ir.graph import ERROR_RECORD
 
@@ -73,6 +74,8 @@ def literal(value, dtype) -> str:
         if dtype is torch.bfloat16:
             return f"f32_to_bf16((float){text})"
         return f"(({ctype(dtype)}){text})"
+    if symbols.is_symbolic(value):
+        return f"(({ctype(dtype)}){symbols.text_of(value, 'c')})"
     value = int(value)
     if value == -(2 ** 63):
         return "INT64_MIN"

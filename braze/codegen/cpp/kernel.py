@@ -57,6 +57,7 @@ from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.codegen.emitter import CPP_INDENT, Emitter
 from braze.fuse.kernel import KernelPlan, Member
 from braze.fuse.legality import COLUMN, reads_columns
+from braze.ir import symbols
 from braze.ir.expr import Expr, Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
@@ -154,6 +155,16 @@ class CppKernel:
         """Is there work enough for the parallel loop to use its threads?"""
         return self.plan.outer_numel() * max(self.plan.reduce_numel(), 1) >= PARALLEL_MIN_WORK
 
+    def _threads_clause(self) -> str:
+        """The ``if`` clause of a parallel pragma: none where the work is enough for the
+        threads, ``if(0)`` where it is not, and the test itself where the work is a
+        symbolic size (decided at each call, not a size class)."""
+        work = self.plan.outer_numel() * max(self.plan.reduce_numel(), 1)
+        enough = symbols.known(work, ">=", PARALLEL_MIN_WORK)
+        if enough is None:
+            return f" if({symbols.text_of(work, 'c')} >= {PARALLEL_MIN_WORK})"
+        return "" if enough else " if(0)"
+
     def parallel(self, collapse: int, simd: bool = False) -> str:
         """The pragma of the kernel's parallel loop over ``collapse`` loops (in a foreach
         kernel, a loop its region's threads share)."""
@@ -161,12 +172,11 @@ class CppKernel:
             return self.shared_loop(collapse, simd)
         clause = f" collapse({collapse})" if collapse > 1 else ""
         kind = "parallel for simd" if simd else "parallel for"
-        cond = "" if self.threaded() else " if(0)"
-        return f"#pragma omp {kind}{clause} num_threads({self.threads}) schedule(static){cond}"
+        return f"#pragma omp {kind}{clause} num_threads({self.threads}) schedule(static){self._threads_clause()}"
 
     def region(self) -> str:
         """``omp parallel`` opening a region of the kernel's threads (one where work is small)."""
-        return f"#pragma omp parallel num_threads({self.threads}){'' if self.threaded() else ' if(0)'}"
+        return f"#pragma omp parallel num_threads({self.threads}){self._threads_clause()}"
 
     @staticmethod
     def shared_loop(collapse: int, simd: bool = False, nowait: bool = True) -> str:
@@ -492,6 +502,7 @@ def signature(plan: KernelPlan) -> str:
             params.append(f"const {t}* __restrict {b}")
         else:
             params.append(f"{t}* {'' if b in plan.reads else '__restrict '}{b}")
+    params += [f"int64_t {name}" for name in symbols.parameters()]
     return f'extern "C" void {plan.name}({", ".join(params)}) {{'
 
 

@@ -40,6 +40,7 @@ class CppTarget(Target):
     op_costs: dict = field(default_factory=lambda: OP_COSTS)
     column_sums: bool = True
     supports_foreach: bool = True
+    takes_sizes: bool = True
 
     @classmethod
     def for_device(cls, device) -> "CppTarget":

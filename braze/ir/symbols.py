@@ -1,0 +1,529 @@
+"""Symbolic sizes: integer polynomials over size symbols, and guarded decisions.
+
+Takes: symbol names (``s0``: a size of a graph input, as Dynamo's ``ShapeEnv`` names
+it), their ranges, and the values of the call being compiled (hints). Gives: ``Size``,
+an immutable, hashable polynomial over symbols and ``a // d``, ``a % d`` atoms, that the
+compiler computes with as with an ``int``; and ``Context``, the facts and hints in force
+while a graph is compiled (``deciding``), which records every decision made on a size.
+
+A comparison of sizes is a Python ``bool``. When the ranges prove it (``s0 - 1 < s0``;
+``s0 >= 2`` for a dimension Dynamo made dynamic), that is all. Otherwise the hints
+decide it and the context records the outcome as a guard: the code compiled is valid
+for every size for which all guards hold, and the wrapper checks them cheaply at each
+call (``runtime/symbolic.py``). Using a size as a plain integer (``__index__``,
+``range(n)``, ``math.gcd``) guards that it equals its hint: such a variant serves one
+value of that size, correctly; ``Context.specialized`` says where that happened.
+
+Constants are plain ``int``: a ``Size`` is never constant. Its text (``str``, f-strings)
+is C's unless ``language("python")`` is in force: kernels and the wrapper name the
+symbols as parameters or locals.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import sys
+from dataclasses import dataclass, field
+
+INF = math.inf
+_CONTEXT: contextvars.ContextVar = contextvars.ContextVar("braze_sizes", default=None)
+_LANGUAGE: contextvars.ContextVar = contextvars.ContextVar("braze_size_language", default="c")
+
+
+class Atom:
+    """A factor of a monomial: a symbol, ``a // d`` or ``a % d`` (interned by key)."""
+
+    __slots__ = ("kind", "args", "key")
+    _table: dict = {}
+
+    def __new__(cls, kind: str, args: tuple):
+        key = kind if not args else f"{kind}({text_of(args[0], 'python')},{text_of(args[1], 'python')})"
+        atom = cls._table.get(key)
+        if atom is None:
+            atom = object.__new__(cls)
+            atom.kind, atom.args, atom.key = kind, args, key
+            cls._table[key] = atom
+        return atom
+
+    def text(self, lang: str) -> str:
+        if not self.args:
+            return self.kind
+        a, d = (text_of(x, lang) for x in self.args)
+        if lang == "python":
+            return f"({a} {'//' if self.kind == 'div' else '%'} {d})"
+        return f"i_{'floordiv' if self.kind == 'div' else 'mod'}<int64_t>({a}, {d})"
+
+    def value(self, env: dict) -> int:
+        if not self.args:
+            return env[self.kind]
+        a, d = (value_of(x, env) for x in self.args)
+        return a // d if self.kind == "div" else a % d
+
+    def bounds(self, ranges: dict) -> tuple:
+        if not self.args:
+            return ranges.get(self.kind, (0, INF))
+        (alo, ahi), (dlo, dhi) = (bounds_of(x, ranges) for x in self.args)
+        if dlo <= 0 or alo < 0:
+            return (-INF, INF)
+        if self.kind == "mod":
+            return (0, min(dhi - 1, ahi))
+        return (alo // dhi if dhi != INF else 0, ahi // dlo if ahi != INF else INF)
+
+
+def symbol(name: str) -> "Size":
+    return Size._make({(Atom(name, ()),): 1})
+
+
+class Size:
+    """A polynomial with integer coefficients (``terms``: sorted ``(monomial, k)``,
+    a monomial a sorted tuple of atoms, ``()`` for the constant)."""
+
+    __slots__ = ("terms", "_hash")
+
+    @staticmethod
+    def _make(terms: dict):
+        items = tuple(sorted(((m, k) for m, k in terms.items() if k), key=lambda t: [a.key for a in t[0]]))
+        if not items:
+            return 0
+        if len(items) == 1 and items[0][0] == ():
+            return items[0][1]
+        size = object.__new__(Size)
+        size.terms, size._hash = items, hash(("Size", tuple((tuple(a.key for a in m), k) for m, k in items)))
+        return size
+
+    def __hash__(self):
+        return self._hash
+
+    def __reduce__(self):
+        return (_rebuild, (self.terms,))
+
+    # ---------------------------------------------------------------- arithmetic
+    def __add__(self, other):
+        if isinstance(other, float):
+            return other if math.isinf(other) else NotImplemented
+        if not isinstance(other, (int, Size)):
+            return NotImplemented
+        terms = dict(self.terms)
+        for m, k in _terms(other):
+            terms[m] = terms.get(m, 0) + k
+        return Size._make(terms)
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return Size._make({m: -k for m, k in self.terms})
+
+    def __sub__(self, other):
+        return self + (-other)
+
+    def __rsub__(self, other):
+        return (-self) + other
+
+    def __mul__(self, other):
+        if isinstance(other, float):
+            return _times_infinite(self, other)
+        if not isinstance(other, (int, Size)):
+            return NotImplemented
+        terms: dict = {}
+        for m1, k1 in self.terms:
+            for m2, k2 in _terms(other):
+                m = tuple(sorted(m1 + m2, key=lambda a: a.key))
+                terms[m] = terms.get(m, 0) + k1 * k2
+        return Size._make(terms)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        return floordiv(self, other) if isinstance(other, (int, Size)) else NotImplemented
+
+    def __rfloordiv__(self, other):
+        return floordiv(other, self) if isinstance(other, int) else NotImplemented
+
+    def __mod__(self, other):
+        return modulo(self, other) if isinstance(other, (int, Size)) else NotImplemented
+
+    def __rmod__(self, other):
+        return modulo(other, self) if isinstance(other, int) else NotImplemented
+
+    def __divmod__(self, other):
+        return (self // other, self % other)
+
+    def __rdivmod__(self, other):
+        return (other // self, other % self)
+
+    def __abs__(self):
+        return self if self >= 0 else -self
+
+    # ---------------------------------------------------------------- decisions
+    def __lt__(self, other):
+        return _compare(self, other, "<")
+
+    def __le__(self, other):
+        return _compare(self, other, "<=")
+
+    def __gt__(self, other):
+        return _compare(self, other, ">")
+
+    def __ge__(self, other):
+        return _compare(self, other, ">=")
+
+    def __eq__(self, other):
+        return _compare(self, other, "==")
+
+    def __ne__(self, other):
+        return _compare(self, other, "!=")
+
+    def __bool__(self):
+        return _compare(self, 0, "!=")
+
+    def __index__(self):
+        return _specialize(self)
+
+    __int__ = __index__
+
+    def __float__(self):
+        return float(_specialize(self))
+
+    def __truediv__(self, other):
+        return _specialize(self) / other
+
+    def __rtruediv__(self, other):
+        return other / _specialize(self)
+
+    def __pow__(self, other):
+        if isinstance(other, int) and other >= 0:
+            return math.prod([self] * other) if other else 1
+        return _specialize(self) ** other
+
+    # ---------------------------------------------------------------- text
+    def text(self, lang: str) -> str:
+        parts = []
+        for m, k in sorted(self.terms, key=lambda t: t[0] == ()):
+            factors = [a.text(lang) for a in m]
+            if abs(k) != 1 or not factors:
+                factors.insert(0, str(abs(k)))
+            body = "*".join(factors)
+            sign = "-" if k < 0 else "+"
+            parts.append((f"-{body}" if k < 0 else body) if not parts else f"{sign} {body}")
+        return "(" + " ".join(parts) + ")" if len(parts) > 1 else parts[0]
+
+    def __format__(self, spec: str) -> str:
+        return self.text(spec or _LANGUAGE.get())
+
+    def __str__(self):
+        return self.text(_LANGUAGE.get())
+
+    __repr__ = __str__
+
+    def symbols(self) -> set:
+        return {a.kind for m, _ in self.terms for a in m for a in _atoms_in(a)}
+
+
+def _rebuild(terms):
+    return Size._make(dict(terms))
+
+
+def _atoms_in(atom: Atom) -> list:
+    if not atom.args:
+        return [atom]
+    return [b for x in atom.args if isinstance(x, Size) for m, _ in x.terms for a in m for b in _atoms_in(a)]
+
+
+def _terms(x) -> tuple:
+    return x.terms if isinstance(x, Size) else (((), x),)
+
+
+def _times_infinite(size: Size, other: float):
+    if not math.isinf(other):
+        return _specialize(size) * other
+    lo, hi = bounds_of(size, _ranges())
+    if lo > 0:
+        return other
+    if hi < 0:
+        return -other
+    return _specialize(size) * other
+
+
+def is_symbolic(x) -> bool:
+    return isinstance(x, Size)
+
+
+def text_of(x, lang: str | None = None) -> str:
+    return x.text(lang or _LANGUAGE.get()) if isinstance(x, Size) else str(x)
+
+
+def value_of(x, env: dict) -> int:
+    if not isinstance(x, Size):
+        return x
+    total = 0
+    for m, k in x.terms:
+        total += k * math.prod(a.value(env) for a in m)
+    return total
+
+
+def bounds_of(x, ranges: dict) -> tuple:
+    if not isinstance(x, Size):
+        return (x, x)
+    common = _common_factor(x, ranges)
+    if common is not None:  # s*(t - 1) with s >= 0: the sign is t - 1's
+        return _interval_times(bounds_of(floordiv(x, symbol(common.kind)), ranges), common.bounds(ranges))
+    lo = hi = 0
+    for m, k in x.terms:
+        tlo, thi = 1, 1
+        for a in m:
+            tlo, thi = _interval_times((tlo, thi), a.bounds(ranges))
+        tlo, thi = _interval_times((tlo, thi), (k, k))
+        lo, hi = lo + tlo, hi + thi
+    return (lo, hi)
+
+
+def _common_factor(x: Size, ranges: dict):
+    """A symbol that is a factor of every term of ``x`` (of several terms), or None."""
+    if len(x.terms) < 2:
+        return None
+    shared = set(x.terms[0][0])
+    for m, _ in x.terms[1:]:
+        shared &= set(m)
+    found = [a for a in shared if not a.args and a.bounds(ranges)[0] >= 0]
+    return min(found, key=lambda a: a.key) if found else None
+
+
+def _interval_times(a: tuple, b: tuple) -> tuple:
+    products = [0 if x == 0 or y == 0 else x * y for x in a for y in b]
+    return (min(products), max(products))
+
+
+def floordiv(a, d):
+    """``a // d`` (floor), exact where the ranges allow."""
+    if isinstance(d, int):
+        if not isinstance(a, Size):
+            return a // d
+        if d == 1:
+            return a
+        if d <= 0:
+            return Size._make({(Atom("div", (a, d)),): 1})
+    quotient, rest = _divide(a, d)
+    if rest == 0:
+        return quotient
+    lo, hi = bounds_of(rest, _ranges())
+    if lo >= 0 and _proves(d - rest, ">"):
+        return quotient
+    if not isinstance(rest, Size) and not isinstance(d, Size):
+        return quotient + rest // d
+    return quotient + Size._make({(Atom("div", (rest, d)),): 1})
+
+
+def modulo(a, d):
+    """``a % d`` (floor), exact where the ranges allow."""
+    if isinstance(d, int) and not isinstance(a, Size):
+        return a % d
+    if isinstance(d, int) and d == 1:
+        return 0
+    _, rest = _divide(a, d)
+    if rest == 0:
+        return 0
+    lo, _ = bounds_of(rest, _ranges())
+    if lo >= 0 and _proves(d - rest, ">"):
+        return rest
+    if not isinstance(rest, Size) and not isinstance(d, Size):
+        return rest % d
+    return Size._make({(Atom("mod", (rest, d)),): 1})
+
+
+def divisor_chain(values) -> list | None:
+    """``values`` (positive) ordered so that each divides the next, or None where that
+    is not proven (``s0`` and ``s1``: either could be larger). No guard is added."""
+    def degree(v):
+        if not isinstance(v, Size):
+            return (0, v)
+        return (len(v.terms[0][0]), v.terms[0][1]) if len(v.terms) == 1 else None
+    keys = [degree(v) for v in values]
+    if None in keys:
+        return None
+    order = [v for _, v in sorted(zip(keys, values), key=lambda t: t[0])]
+    for a, b in zip(order, order[1:]):
+        if (b % a if not isinstance(a, Size) and not isinstance(b, Size) else _divide(b, a)[1]) != 0:
+            return None
+    return order
+
+
+def _divide(a, d) -> tuple:
+    """``(q, r)`` with ``a == q*d + r``: the terms of ``a`` that ``d`` divides exactly,
+    divided, and the rest (``d`` an int, or a single monomial)."""
+    if isinstance(d, Size) and len(d.terms) != 1:
+        return (1, 0) if isinstance(a, Size) and a.terms == d.terms else (0, a)
+    dm, dk = d.terms[0] if isinstance(d, Size) else ((), d)
+    quotient, rest = {}, {}
+    for m, k in _terms(a):
+        left = _without(m, dm)
+        if left is not None and k % dk == 0:
+            quotient[left] = quotient.get(left, 0) + k // dk
+        else:
+            rest[m] = k
+    return Size._make(quotient), Size._make(rest)
+
+
+def _without(m: tuple, dm: tuple):
+    left = list(m)
+    for a in dm:
+        if a not in left:
+            return None
+        left.remove(a)
+    return tuple(left)
+
+
+# ---------------------------------------------------------------------- context
+
+@dataclass
+class Context:
+    """What is known while one variant of a graph compiles: each symbol's range and
+    its value in the call being compiled; the guards its decisions added."""
+    hints: dict
+    ranges: dict
+    guards: list = field(default_factory=list)  # (size, op): "size op 0" holds
+    specialized: list = field(default_factory=list)  # (symbolic size, value, where)
+    names: list = field(default_factory=list)  # the symbols, in the order kernels take them
+    bindings: dict = field(default_factory=dict)  # symbol -> the wrapper's text that reads it
+    where: dict = field(default_factory=dict)  # guard text -> the file:line that decided it
+
+    def add_guard(self, size: "Size", op: str) -> None:
+        text = f"{text_of(size, 'python')} {op} 0"
+        if text not in self.where:
+            self.guards.append((size, op))
+            self.where[text] = _caller()
+
+    def guard_text(self) -> list:
+        return [f"{text_of(s, 'python')} {op} 0" for s, op in self.guards]
+
+
+@contextlib.contextmanager
+def deciding(context: Context):
+    token = _CONTEXT.set(context)
+    try:
+        yield context
+    finally:
+        _CONTEXT.reset(token)
+
+
+@contextlib.contextmanager
+def language(lang: str):
+    token = _LANGUAGE.set(lang)
+    try:
+        yield
+    finally:
+        _LANGUAGE.reset(token)
+
+
+def parameters() -> list:
+    """The size symbols the kernels being compiled take as arguments, in order."""
+    context = _CONTEXT.get()
+    return list(context.names) if context is not None else []
+
+
+def bindings() -> dict:
+    """Symbol -> the wrapper's text that reads its value from ``args``."""
+    context = _CONTEXT.get()
+    return dict(context.bindings) if context is not None else {}
+
+
+def _ranges() -> dict:
+    context = _CONTEXT.get()
+    return context.ranges if context is not None else {}
+
+
+_HOLDS = {"<": lambda lo, hi: (hi < 0, lo >= 0), "<=": lambda lo, hi: (hi <= 0, lo > 0),
+          ">": lambda lo, hi: (lo > 0, hi <= 0), ">=": lambda lo, hi: (lo >= 0, hi < 0),
+          "==": lambda lo, hi: (lo == hi == 0, lo > 0 or hi < 0),
+          "!=": lambda lo, hi: (lo > 0 or hi < 0, lo == hi == 0)}
+_NEGATION = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_PYTHON = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__, "==": int.__eq__,
+           "!=": int.__ne__}
+
+
+def known(a, op: str, b):
+    """``a op b`` where the ranges decide it, else None: no guard is added (the caller
+    decides at run time instead, as an OpenMP ``if`` clause does)."""
+    diff = a - b
+    if not isinstance(diff, Size):
+        return _PYTHON[op](diff, 0)
+    proven, disproven = _HOLDS[op](*bounds_of(diff, _ranges()))
+    return proven if proven or disproven else None
+
+
+def _proves(diff, op: str) -> bool:
+    """Do the ranges alone prove ``diff op 0``?"""
+    return _HOLDS[op](*bounds_of(diff, _ranges()))[0]
+
+
+def _compare(a: Size, b, op: str) -> bool:
+    if isinstance(b, float):
+        if math.isinf(b):
+            return {"<": b > 0, "<=": b > 0, ">": b < 0, ">=": b < 0, "==": False, "!=": True}[op]
+        b = math.floor(b) if op in (">", "<=") else math.ceil(b)
+    elif not isinstance(b, (int, Size)):
+        return NotImplemented
+    diff = a - b
+    if not isinstance(diff, Size):
+        return _PYTHON[op](diff, 0)
+    proven, disproven = _HOLDS[op](*bounds_of(diff, _ranges()))
+    if proven or disproven:
+        return proven
+    context = _require_context(diff)
+    outcome = _PYTHON[op](value_of(diff, context.hints), 0)
+    context.add_guard(diff, op if outcome else _NEGATION[op])
+    return outcome
+
+
+def _specialize(size: Size) -> int:
+    context = _require_context(size)
+    value = value_of(size, context.hints)
+    context.add_guard(size - value, "==")
+    context.specialized.append((size, value, _caller()))
+    return value
+
+
+def _caller() -> str:
+    """``file:line`` of the first frame outside this module (what made a decision)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}" if frame is not None else "?"
+
+
+def _require_context(size: Size) -> Context:
+    context = _CONTEXT.get()
+    if context is None:
+        raise TypeError(f"a decision on the symbolic size {size} outside a compile (no hints)")
+    return context
+
+
+def from_sympy(expr):
+    """A ``Size`` (or int) from a ShapeEnv expression: symbols, + and *, integer powers,
+    and torch's ``FloorDiv`` / ``Mod`` / ``CleanDiv``; anything else is a ``TypeError``."""
+    import sympy
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        return symbol(str(expr))
+    if isinstance(expr, sympy.Add):
+        return sum((from_sympy(a) for a in expr.args), 0)
+    if isinstance(expr, sympy.Mul):
+        return math.prod(from_sympy(a) for a in expr.args)
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) >= 0:
+        return from_sympy(expr.base) ** int(expr.exp)
+    name = type(expr).__name__
+    if name in ("FloorDiv", "CleanDiv", "IntTrueDiv") and name != "IntTrueDiv":
+        return floordiv(from_sympy(expr.args[0]), from_sympy(expr.args[1]))
+    if name in ("Mod", "PythonMod"):
+        return modulo(from_sympy(expr.args[0]), from_sympy(expr.args[1]))
+    raise TypeError(f"a size braze cannot represent: {expr} ({name})")
+
+
+def concrete(value):
+    """A SymInt or int from a traced value as a ``Size`` or int."""
+    import torch
+    if isinstance(value, torch.SymInt):
+        node = value.node
+        return int(node.expr) if node.expr.is_number else from_sympy(node.expr)
+    return value

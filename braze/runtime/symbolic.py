@@ -1,0 +1,165 @@
+"""Graphs with symbolic sizes, compiled once per size class.
+
+Takes: an FX graph whose inputs have symbolic sizes (Dynamo's ``SymInt``s), its kind,
+the options in force, and braze's compile function. Gives: ``Symbolic``, a boxed
+callable. At a call it reads the value of each size symbol from the arguments (a size
+or stride of an input tensor, or an integer argument) and runs the first compiled
+variant whose guards hold for them. On a miss it compiles a new variant: the same graph
+with the call's values as hints (``ir/symbols.py``); every decision the compiler made on
+a size that the ranges do not prove becomes one of the variant's guards. Kernels and
+wrapper take the sizes as arguments, so one variant serves every size of its class.
+
+A graph braze cannot compile symbolically (a size it cannot represent, a symbol no
+argument gives, the Triton backend, which does not take sizes as arguments yet) is
+handed to ``Specializing`` (one compile per concrete shape) and the reason kept in
+``fallback_reason``. More than ``config.max_size_variants`` variants fall back the same
+way: the graph's decisions depend on the sizes too finely for variants to pay off.
+"""
+from __future__ import annotations
+
+import dataclasses
+import traceback
+
+import torch
+
+from braze import config
+from braze.ir import symbols
+
+
+@dataclasses.dataclass
+class SizeClass:
+    """What one variant was compiled for: the symbols (each with where the wrapper reads it),
+    the guards (each with the ``file:line`` that decided it) and the sizes used as plain
+    integers (``(size, value, file:line)``)."""
+    symbols: dict
+    guards: dict
+    specialized: list
+
+    def lines(self) -> list:
+        out = [f"  symbols: {', '.join(f'{s} = {t}' for s, t in self.symbols.items())}"]
+        out += [f"  guard: {g}  ({where})" for g, where in self.guards.items()]
+        out += [f"  specialized: {s} = {v}  ({where})" for s, v, where in self.specialized]
+        return out
+
+
+@dataclasses.dataclass
+class Variant:
+    check: object  # (args, values) -> bool
+    guards: list  # the guards' text
+    call: object  # the boxed compiled graph
+
+
+class Symbolic:
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict, compile_fn, specializing):
+        self.gm, self.kind, self.options, self.compile_fn = gm, kind, options, compile_fn
+        self.specializing = specializing  # () -> the per-shape fallback
+        self.variants: list[Variant] = []
+        self.fallback = None
+        self.fallback_reason = ""
+        self.fallback_trace = ""  # the traceback of the failure behind ``fallback_reason``
+        self._boxed_call = True
+        try:
+            self.bindings, self.ranges, self.tensors = _bindings(gm)
+            self._values = _binder(self.bindings)
+        except (TypeError, ValueError) as exc:
+            self._give_up(f"{type(exc).__name__}: {exc}")
+
+    def __call__(self, args):
+        if self.fallback is not None:
+            return self.fallback(args)
+        values = self._values(args)
+        for variant in self.variants:
+            if variant.check(args, values):
+                return variant.call(args)
+        variant = self._compile(args, values)
+        if variant is None:
+            return self.fallback(args)
+        self.variants.append(variant)
+        return variant.call(args)
+
+    def _compile(self, args, values: dict) -> Variant | None:
+        if len(self.variants) >= config.max_size_variants:
+            self._give_up(f"more than {config.max_size_variants} size classes")
+            return None
+        hints = dict(zip(self.bindings, values))
+        context = symbols.Context(hints, self.ranges, names=list(self.bindings))
+        context.bindings = {name: _binding_text(b) for name, b in self.bindings.items()}
+        try:
+            with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
+                call = self.compile_fn(self.gm, self.kind)
+        except Exception as exc:  # any failure: compile per shape instead
+            self.fallback_trace = traceback.format_exc()
+            self._give_up(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            return None
+        strides = [(pos, [symbols.text_of(s, "python") for s in st]) for pos, st in self.tensors]
+        guards = context.guard_text()
+        check = _checker(list(self.bindings), guards, strides, self.ranges)
+        compiled = getattr(call, "compiled", None)
+        if compiled is not None:
+            compiled.sizes = SizeClass(dict(context.bindings), dict(context.where),
+                                       [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized])
+        return Variant(check, guards, call)
+
+    def _give_up(self, reason: str) -> None:
+        self.fallback_reason = reason
+        self.fallback = self.specializing()
+
+
+def _bindings(gm: torch.fx.GraphModule) -> tuple:
+    """``({symbol: (position, "size"|"stride"|"value", dim)}, {symbol: (lo, hi)},
+    [(position, strides)])``: where each size symbol is read from the arguments, the
+    ranges the ShapeEnv knows, and each tensor argument's symbolic strides."""
+    bindings, ranges, tensors, shape_env = {}, {}, [], None
+    for position, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            shape_env = val.node.shape_env
+            if val.node.expr.is_Symbol:
+                bindings.setdefault(str(val.node.expr), (position, "value", 0))
+        if not isinstance(val, torch.Tensor):
+            continue
+        for kind, values in (("size", val.shape), ("stride", val.stride())):
+            for dim, n in enumerate(values):
+                if isinstance(n, torch.SymInt):
+                    shape_env = n.node.shape_env
+                    if n.node.expr.is_Symbol:
+                        bindings.setdefault(str(n.node.expr), (position, kind, dim))
+        tensors.append((position, tuple(symbols.concrete(s) for s in val.stride())))
+    if shape_env is not None:
+        for sym, vr in shape_env.var_to_range.items():
+            if str(sym) in bindings:
+                lo = int(vr.lower) if vr.lower.is_Integer else 0
+                ranges[str(sym)] = (max(lo, 0), int(vr.upper) if vr.upper.is_Integer else symbols.INF)
+    used = {name for _, strides in tensors for s in strides if symbols.is_symbolic(s) for name in s.symbols()}
+    missing = used - set(bindings)
+    if missing:
+        raise ValueError(f"size symbols no argument gives: {sorted(missing)}")
+    return bindings, ranges, [(p, st) for p, st in tensors if any(symbols.is_symbolic(s) for s in st)]
+
+
+def _binding_text(binding: tuple) -> str:
+    position, kind, dim = binding
+    if kind == "value":
+        return f"args[{position}]"
+    return f"args[{position}].{'shape' if kind == 'size' else 'stride()'}[{dim}]"
+
+
+def _binder(bindings: dict):
+    """``args -> [value of each symbol]``, compiled once."""
+    body = ", ".join(_binding_text(b) for b in bindings.values())
+    return eval(f"lambda args: [{body}]")
+
+
+def _checker(names: list, guards: list, strides: list, ranges: dict):
+    """``(args, values) -> bool``: the guards, the symbols' ranges and the tensor
+    arguments' strides hold."""
+    tests = list(guards)
+    for name, (lo, hi) in ranges.items():
+        tests.append(f"{name} >= {lo}" + (f" and {name} <= {hi}" if hi != symbols.INF else ""))
+    for position, texts in strides:
+        tests.append(f"tuple(args[{position}].stride()) == ({', '.join(texts)},)")
+    unpack = f"{', '.join(names)}, = values\n    " if names else ""
+    source = f"def check(args, values):\n    {unpack}return {' and '.join(f'({t})' for t in tests) or 'True'}\n"
+    namespace: dict = {}
+    exec(compile(source, "<braze size guards>", "exec"), namespace)
+    return namespace["check"]

@@ -1,0 +1,113 @@
+"""Graphs with symbolic sizes compile once per size class on the C++ backend: kernels and
+wrapper take the sizes as arguments, results match eager for every size (primes among
+them), forward and backward, and a graph braze cannot compile symbolically is compiled
+per shape instead."""
+import pytest
+import torch
+
+import braze
+from braze.runtime import symbolic
+from helpers import Compiled, kernel_source
+
+
+def variants(compiled: Compiled) -> list:
+    return [g for g in compiled.graphs if g.sizes is not None]
+
+
+def test_one_compile_serves_every_size():
+    f = lambda x, y: (torch.relu(x * 2 + y).sum(-1), x.t() + 1)
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for n in (5, 7, 13, 31, 97, 5):
+            x, y = torch.randn(n, 33), torch.randn(n, 33)
+            for a, b in zip(g(x, y), f(x, y)):
+                torch.testing.assert_close(a, b)
+    assert len(compiled.graphs) == 1 and len(variants(compiled)) == 1
+    source = compiled.graphs[0].source
+    assert "int64_t s" in source  # the sizes are the kernels' arguments
+
+
+def test_the_guards_name_what_decided_them():
+    f = lambda x: (x * 2).softmax(-1)
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        x = torch.randn(6, 40)
+        torch.testing.assert_close(g(x), f(x))
+    sizes = variants(compiled)[0].sizes
+    assert sizes.symbols and all(".py:" in where for where in sizes.guards.values())
+    report = braze.explain(f, torch.randn(6, 40))
+    assert "symbols:" not in str(report)  # a static graph has none
+
+
+class Block(torch.nn.Module):
+    """LayerNorm, q/k/v projections, causal attention, an MLP with GELU and residuals."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(d, -1))
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+def test_a_transformer_block_forward_and_backward_over_sequence_lengths():
+    block = Block()
+    g = torch.compile(block, backend="braze")
+    with Compiled() as compiled:
+        for t in (5, 7, 11, 13, 29):
+            x = torch.randn(2, t, 32, requires_grad=True)
+            ex = x.detach().clone().requires_grad_()
+            y, ey = g(x), block(ex)
+            torch.testing.assert_close(y, ey)
+            grad = torch.randn_like(ey)
+            y.backward(grad)
+            ey.backward(grad)
+            torch.testing.assert_close(x.grad, ex.grad)
+    # Dynamo compiles the first length statically, then the graph with a symbolic length once
+    symbolic_graphs = variants(compiled)
+    assert {g.kind for g in symbolic_graphs} == {"forward", "backward"}
+    assert len(symbolic_graphs) == 2 and len(compiled.graphs) == 4
+
+
+def test_sizes_zero_and_one_are_correct():
+    f = lambda x: torch.nn.functional.gelu(x).mean(0) + x.sum()
+    g = torch.compile(f, backend="braze", dynamic=True)
+    for n in (3, 1, 0, 2, 17):
+        x = torch.randn(n, 9)
+        torch.testing.assert_close(g(x), f(x), equal_nan=True)
+
+
+def test_too_many_size_classes_compile_per_shape(monkeypatch):
+    made = []
+    real = symbolic.Symbolic.__init__
+    monkeypatch.setattr(symbolic.Symbolic, "__init__", lambda self, *a: (real(self, *a), made.append(self))[0])
+    f = lambda x: (x * 3).sum(-1)
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with braze.config.patch(max_size_variants=1, num_threads=2), Compiled() as compiled:
+        for n in (5, 3, 5, 7):  # fewer rows than two per thread: another kernel shape
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(g(x), f(x))
+    assert made and "size classes" in made[0].fallback_reason
+    assert len(compiled.graphs) >= 3  # the first variant, then one graph per new shape
+
+
+@pytest.mark.parametrize("shape", [(6, 10), (11, 3)])
+def test_views_reshapes_and_broadcasts(shape):
+    def f(x, b):
+        y = x.reshape(-1) * 2
+        z = y.view(x.shape[0], -1).t().contiguous() + b[: x.shape[1]].unsqueeze(1)
+        return torch.cat([z, z * 2], 0).cumsum(1), x[:, 1:].amax(0)
+    g = torch.compile(f, backend="braze", dynamic=True)
+    for k in (0, 3):
+        x = torch.randn(shape[0] + k, shape[1] + k)
+        b = torch.randn(40)
+        for a, e in zip(g(x, b), f(x, b)):
+            torch.testing.assert_close(a, e)

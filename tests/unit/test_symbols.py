@@ -1,0 +1,85 @@
+"""Symbolic sizes (``braze.ir.symbols``): what the ranges prove adds no guard, what they do
+not is decided by the hints and recorded, and the arithmetic stays exact."""
+import pytest
+import sympy
+
+from braze.ir import simplify as S
+from braze.ir import symbols
+from braze.ir.expr import var
+from braze.ir.symbols import Context, deciding, symbol
+
+
+def context(**hints):
+    return Context(dict(hints), {name: (2, symbols.INF) for name in hints})
+
+
+def test_what_the_ranges_prove_adds_no_guard():
+    s0 = symbol("s0")
+    with deciding(context(s0=7)) as ctx:
+        assert s0 - 1 < s0 and s0 >= 2 and s0 != 1 and not (s0 == 0)
+        assert s0 * symbol("s0") - s0 >= 0  # s0*(s0 - 1): the common factor is taken out
+        assert ctx.guards == []
+
+
+def test_an_undecided_comparison_is_decided_by_the_hint_and_guarded():
+    s0, s1 = symbol("s0"), symbol("s1")
+    with deciding(context(s0=7, s1=5)) as ctx:
+        assert s0 > s1
+        assert not (s0 * 4 < 16)
+    assert ctx.guard_text() == ["(s0 - s1) > 0", "(4*s0 - 16) >= 0"]
+
+
+def test_an_integer_use_specializes_with_a_guard_and_says_where():
+    s0 = symbol("s0")
+    with deciding(context(s0=7)) as ctx:
+        assert list(range(s0)) == list(range(7))
+    assert ctx.guard_text() == ["(s0 - 7) == 0"]
+    assert ctx.specialized[0][1] == 7 and ctx.specialized[0][2].startswith("test_symbols.py:")
+
+
+def test_a_decision_outside_a_compile_is_an_error():
+    with pytest.raises(TypeError, match="outside a compile"):
+        bool(symbol("s0") > symbol("s1"))
+
+
+@pytest.mark.parametrize("values", [(2, 3), (5, 64), (97, 7)])
+def test_division_and_remainder_are_exact(values):
+    a, b = values
+    s0, s1 = symbol("s0"), symbol("s1")
+    env = {"s0": a, "s1": b}
+    with deciding(context(s0=a, s1=b)):
+        for num, den in [(s0 * s1 * 6 + s1, s1), (s0 * 16 + 5, 16), (s0 * 16 + 5, s0 * 16), (s0 + 3, 4),
+                         (-1, s1)]:
+            assert symbols.value_of(num // den, env) == symbols.value_of(num, env) // symbols.value_of(den, env)
+            assert symbols.value_of(num % den, env) == symbols.value_of(num, env) % symbols.value_of(den, env)
+    with deciding(context(s0=a, s1=b)) as ctx:
+        assert (s0 * s1 * 6 + s1) // s1 == s0 * 6 + 1 and (s0 * 16 + 5) % 16 == 5
+        assert ctx.guards == []
+
+
+def test_index_arithmetic_simplifies_with_symbolic_extents():
+    s1 = symbol("s1")
+    with deciding(context(s0=3, s1=5)) as ctx:
+        x0, x1 = var("x0", symbol("s0")), var("x1", s1)
+        flat = S.add(S.mul(x0, s1), x1)
+        assert S.floordiv(flat, s1) is x0 and S.mod(flat, s1) is x1
+        assert ctx.guards == []
+
+
+def test_the_divisor_chain_is_structural():
+    s0, s1 = symbol("s0"), symbol("s1")
+    with deciding(context(s0=3, s1=5)) as ctx:
+        assert symbols.divisor_chain([s0 * s1 * 4, 1, s1 * 4, 4]) == [1, 4, s1 * 4, s0 * s1 * 4]
+        assert symbols.divisor_chain([s0, s1]) is None  # either could be the larger
+        assert ctx.guards == []
+
+
+def test_text_in_each_language_and_from_the_shape_env():
+    s0 = symbol("s0")
+    size = (s0 * 3 + 1) // 2
+    assert f"{size:python}" == "((3*s0 + 1) // 2)"
+    assert f"{size:c}" == "i_floordiv<int64_t>((3*s0 + 1), 2)"
+    with symbols.language("python"):
+        assert repr((s0, 4 * s0)) == "(s0, 4*s0)"
+    x, y = sympy.symbols("s0 s1", integer=True, positive=True)
+    assert symbols.from_sympy(x * y + 2 * x) == s0 * symbol("s1") + 2 * s0

@@ -500,7 +500,8 @@ def _require_context(size: Size) -> Context:
 
 def from_sympy(expr):
     """A ``Size`` (or int) from a ShapeEnv expression: symbols, + and *, integer powers,
-    and torch's ``FloorDiv`` / ``Mod`` / ``CleanDiv``; anything else is a ``TypeError``."""
+    torch's ``FloorDiv`` / ``Mod`` / ``CleanDiv``, and ``Max`` / ``Min`` (decided, so
+    possibly guarded); anything else is a ``TypeError``."""
     import sympy
     if expr.is_Integer:
         return int(expr)
@@ -513,7 +514,9 @@ def from_sympy(expr):
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) >= 0:
         return from_sympy(expr.base) ** int(expr.exp)
     name = type(expr).__name__
-    if name in ("FloorDiv", "CleanDiv", "IntTrueDiv") and name != "IntTrueDiv":
+    if name in ("Max", "Min"):  # decided by the ranges, else guarded
+        return (max if name == "Max" else min)(from_sympy(a) for a in expr.args)
+    if name in ("FloorDiv", "CleanDiv"):
         return floordiv(from_sympy(expr.args[0]), from_sympy(expr.args[1]))
     if name in ("Mod", "PythonMod"):
         return modulo(from_sympy(expr.args[0]), from_sympy(expr.args[1]))

@@ -42,9 +42,9 @@ class HostBufferCache:
         self.hits = self.misses = 0
 
     def empty(self, sizes, strides, dtype: torch.dtype, numel: int) -> torch.Tensor:
-        """Like ``torch.empty_strided`` on the CPU; ``numel``: the elements its storage spans
-        (known when the wrapper is written, which calls this only for large buffers)."""
-        if config.host_cache_mb <= 0:
+        """Like ``torch.empty_strided`` on the CPU; ``numel``: the elements its storage spans.
+        A buffer under ``host_cache_min_kb`` (a symbolic size that came out small) is ATen's."""
+        if config.host_cache_mb <= 0 or numel * dtype.itemsize < config.host_cache_min_kb * 1024:
             return _aten_empty(sizes, strides, dtype)
         block = -(-numel * dtype.itemsize // _PAGE) * _PAGE
         lease = self._lease_type(block).from_address(self._take(block))

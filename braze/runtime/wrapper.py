@@ -205,7 +205,12 @@ class _Writer:
         return private and self._reused_bytes(layout.storage_numel() * dtype.itemsize)
 
     def _reused_bytes(self, nbytes: int) -> bool:
-        return self.device.type == "cpu" and nbytes >= config.host_cache_min_kb * 1024
+        """Large enough for the CPU buffer cache; a symbolic size whose ranges do not tell
+        goes to the cache, which hands a small buffer to ATen at run time."""
+        if self.device.type != "cpu":
+            return False
+        large = symbols.known(nbytes, ">=", config.host_cache_min_kb * 1024)
+        return True if large is None else large
 
     def _release(self, k: int) -> None:
         dead = [name for name, last in self.last_use.items() if last == k and name not in self.outputs

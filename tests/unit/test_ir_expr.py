@@ -14,8 +14,9 @@ import torch
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir.expr import (APPROX, EXPENSIVE, ROUNDED, Expr, Op, binary, cast, checked, const, cuda_rsqrt,
-                           format_body, free_vars, index, load, loads, op_count, random, rewrite, rounded_mul,
-                           scan, scatter_store, search, store_cast, substitute, to_text, unary, var, walk, where)
+                           free_vars, index, load, loads, op_count, random, rewrite, rounded_mul, scan,
+                           scatter_store, search, store_cast, substitute, unary, var, walk, where)
+from braze.ir.text import format_body, to_text
 
 F32 = torch.float32
 

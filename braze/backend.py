@@ -166,14 +166,14 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
     with config.patch(**options):
         if kind == "backward" and saved.restrided:
             return _FirstCall(gm, kind, options)
-        if _has_symbolic_sizes(gm):
-            return _symbolic(gm, kind, options)
         if kind != "backward":
             try:
                 _keep_eager_strides(gm, eager)
             except Exception as exc:  # (AOTAutograd's metadata differs across torch versions)
                 warnings.warn(f"braze: outputs keep the traced strides, not eager's: {type(exc).__name__}: {exc}",
                               stacklevel=2)
+        if _has_symbolic_sizes(gm):
+            return _symbolic(gm, kind, options)
         call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None)
         compiled = getattr(call, "compiled", None)
         saved.restrided = getattr(compiled, "restrided", False)

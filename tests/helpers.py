@@ -65,6 +65,12 @@ def assert_same(actual, expected, *, atol=None, rtol=None, what="output"):
         assert actual == expected, f"{what}: {actual} != {expected}"
 
 
+# BRAZE_TEST_DYNAMIC=1: ``check`` compiles with every size symbolic (``dynamic=True``): the
+# numerics suite run through braze's symbolic sizes (runtime/symbolic.py); kernel counts,
+# which may differ by size class, are not asserted then
+DYNAMIC = True if os.environ.get("BRAZE_TEST_DYNAMIC") == "1" else None
+
+
 def check(fn, *args, grad=False, atol=None, rtol=None, expect_kernels=None, reference="eager"):
     """Run ``fn`` eagerly and through braze on copies of ``args``; compare outputs and,
     with ``grad``, the gradients of every input that requires grad.
@@ -80,7 +86,7 @@ def check(fn, *args, grad=False, atol=None, rtol=None, expect_kernels=None, refe
     else:
         assert reference == "eager", reference
     with Compiled() as compiled:
-        actual = torch.compile(fn, backend="braze")(*braze_args)
+        actual = torch.compile(fn, backend="braze", dynamic=DYNAMIC)(*braze_args)
         assert_same(actual, expected, atol=atol, rtol=rtol)
         if grad:
             if expected_grads is None:
@@ -94,7 +100,7 @@ def check(fn, *args, grad=False, atol=None, rtol=None, expect_kernels=None, refe
         for k, (a, e, given) in enumerate(zip(pytree.tree_leaves(braze_args), expected_grads, pytree.tree_leaves(args))):
             if isinstance(given, torch.Tensor) and given.requires_grad:
                 assert_same(a.grad, e, atol=atol, rtol=rtol, what=f"grad of input {k}")
-    if expect_kernels is not None:
+    if expect_kernels is not None and not DYNAMIC:
         assert len(compiled.kernels) == expect_kernels, [str(k) for k in compiled.kernels]
     return compiled
 

@@ -249,6 +249,8 @@ def _wrap(value: int, dtype) -> int:
 
 
 def const(value, dtype) -> Expr:
+    if isinstance(value, Size) and dtype is not dtypes.INDEX:  # a symbolic size as a value
+        return cast(Expr(Op.CONST, dtypes.INDEX, (), value), dtype)
     if dtype is dtypes.INDEX:
         value = _integer(value)
     elif dtype in dtypes.INTEGERS:

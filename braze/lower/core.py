@@ -239,7 +239,10 @@ class Lowerer:
         if any(isinstance(a, TensorValue) for a in args):
             raise LoweringError(target, "python call on a tensor", describe_inputs(node))
         traced = node.meta.get("val")
-        if isinstance(traced, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        if isinstance(traced, (torch.SymBool, torch.SymFloat)):
+            raise LoweringError(target, f"a symbolic {type(traced).__name__} ({traced}): braze's sizes are "
+                                "integers", describe_inputs(node))
+        if isinstance(traced, torch.SymInt):
             return symbols.concrete(traced)
         return target(*args, **kwargs)
 

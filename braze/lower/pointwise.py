@@ -16,6 +16,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
 from braze.ir import dtypes
+from braze.ir import symbols
 from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, unary, where
 from braze.ir.graph import ExternNode, InputNode, out_vars
 from braze.lower.core import TensorValue, Unsupported, register, sizes_of
@@ -56,15 +57,15 @@ def _stand_in(dtype, scalar: bool):
 
 def promote(kind, *args) -> tuple:
     """(compute dtype, result dtype) of an elementwise op, as eager decides them."""
-    stand_ins = [_stand_in(a.dtype, a.ndim == 0) if isinstance(a, TensorValue) else a
-                 for a in args if a is not None]
+    stand_ins = [_stand_in(a.dtype, a.ndim == 0) if isinstance(a, TensorValue) else
+                 2 if symbols.is_symbolic(a) else a for a in args if a is not None]
     return elementwise_dtypes(*stand_ins, type_promotion_kind=kind)
 
 
 def as_expr(value, sizes, dtype) -> Expr:
     if isinstance(value, TensorValue):
         return cast(expand_to(value, sizes), dtype)
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, (bool, int, float)) or symbols.is_symbolic(value):
         return const(value, dtype)
     raise Unsupported(f"argument {value!r}")
 

@@ -62,8 +62,6 @@ def _pool_arguments(kernel_size, stride, padding, dilation) -> tuple:
 def _check_input(x: TensorValue) -> None:
     if x.ndim not in (3, 4):
         raise Unsupported(f"max pooling of a {x.ndim}-d tensor")
-    if not all(isinstance(s, int) for s in x.sizes):
-        raise Unsupported("symbolic size")
     if x.dtype is torch.bool or not dtypes.is_supported(x.dtype):
         raise Unsupported(f"max pooling of {x.dtype}")
 

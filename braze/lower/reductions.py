@@ -13,6 +13,7 @@ import math
 import torch
 
 from braze.ir import dtypes
+from braze.ir import symbols
 from braze.ir.expr import Op, binary, cast, const, index, unary
 from braze.ir.graph import ReduceOp, Reduction, out_vars, reduce_vars
 from braze.lower.core import TensorValue, Unsupported, register
@@ -206,6 +207,8 @@ def welford(ctx, x, dims, keepdim, correction):
     m2 = reduce(ctx, x, dims, keepdim, ReduceOp.WELFORD_M2, acc, body_dtype=acc)
     n = math.prod(x.sizes[k] for k in reduced_dims(x, dims))
     correction = 1 if correction is None else correction
+    if symbols.is_symbolic(n) and float(correction).is_integer():  # a symbolic count stays symbolic
+        correction = int(correction)
     denom = const(max(0, n - correction), acc)
     var = finish(ctx, binary(Op.TRUEDIV, m2.expr, denom), x.dtype, m2.sizes)
     if x.dtype != acc:

@@ -86,12 +86,12 @@ class Symbolic:
         context.bindings = {name: _binding_text(b) for name, b in self.bindings.items()}
         try:
             with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
+                strides = _strides(self.tensors)
                 call = self.compile_fn(self.gm, self.kind)
         except Exception as exc:  # any failure: compile per shape instead
             self.fallback_trace = traceback.format_exc()
             self._give_up(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             return None
-        strides = [(pos, [symbols.text_of(s, "python") for s in st]) for pos, st in self.tensors]
         guards = context.guard_text()
         check = _checker(list(self.bindings), guards, strides, self.ranges)
         compiled = getattr(call, "compiled", None)
@@ -107,8 +107,8 @@ class Symbolic:
 
 def _bindings(gm: torch.fx.GraphModule) -> tuple:
     """``({symbol: (position, "size"|"stride"|"value", dim)}, {symbol: (lo, hi)},
-    [(position, strides)])``: where each size symbol is read from the arguments, the
-    ranges the ShapeEnv knows, and each tensor argument's symbolic strides."""
+    [(position, traced value)])``: where each size symbol is read from the arguments, the
+    ranges the ShapeEnv knows, and the tensor arguments whose strides are symbolic."""
     bindings, ranges, tensors, shape_env = {}, {}, [], None
     for position, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         val = node.meta.get("val")
@@ -124,17 +124,26 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
                     shape_env = n.node.shape_env
                     if n.node.expr.is_Symbol:
                         bindings.setdefault(str(n.node.expr), (position, kind, dim))
-        tensors.append((position, tuple(symbols.concrete(s) for s in val.stride())))
+        if any(isinstance(s, torch.SymInt) for s in val.stride()):
+            tensors.append((position, val))
     if shape_env is not None:
         for sym, vr in shape_env.var_to_range.items():
             if str(sym) in bindings:
                 lo = int(vr.lower) if vr.lower.is_Integer else 0
                 ranges[str(sym)] = (max(lo, 0), int(vr.upper) if vr.upper.is_Integer else symbols.INF)
-    used = {name for _, strides in tensors for s in strides if symbols.is_symbolic(s) for name in s.symbols()}
+    used = {str(sym) for _, val in tensors for s in (*val.shape, *val.stride()) if isinstance(s, torch.SymInt)
+            for sym in s.node.expr.free_symbols}
     missing = used - set(bindings)
     if missing:
         raise ValueError(f"size symbols no argument gives: {sorted(missing)}")
-    return bindings, ranges, [(p, st) for p, st in tensors if any(symbols.is_symbolic(s) for s in st)]
+    return bindings, ranges, tensors
+
+
+def _strides(tensors: list) -> list:
+    """``(position, stride texts)`` of each tensor argument with symbolic strides (in a
+    compile's context: a stride ``Max(1, s0)`` is decided there)."""
+    return [(position, [symbols.text_of(symbols.concrete(s), "python") for s in val.stride()])
+            for position, val in tensors]
 
 
 def _binding_text(binding: tuple) -> str:

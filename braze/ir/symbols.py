@@ -331,6 +331,17 @@ def modulo(a, d):
     return Size._make({(Atom("mod", (rest, d)),): 1})
 
 
+def next_power_of_two(n, cap: int | None = None) -> int:
+    """``min(cap, the least power of two >= n)`` for a symbolic ``n``: the answer for the
+    hint, its class guarded (``n > cap // 2``, or ``p // 2 < n <= p``)."""
+    if cap is not None and n > cap // 2:
+        return cap
+    p = 1
+    while not n <= p:
+        p *= 2
+    return p
+
+
 def divisor_chain(values) -> list | None:
     """``values`` (positive) ordered so that each divides the next, or None where that
     is not proven (``s0`` and ``s1``: either could be larger). No guard is added."""

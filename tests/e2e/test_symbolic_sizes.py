@@ -1,4 +1,4 @@
-"""Graphs with symbolic sizes compile once per size class on the C++ backend: kernels and
+"""Graphs with symbolic sizes compile once per size class, on both backends: kernels and
 wrapper take the sizes as arguments, results match eager for every size (primes among
 them), forward and backward, and a graph braze cannot compile symbolically is compiled
 per shape instead."""
@@ -14,7 +14,7 @@ def variants(compiled: Compiled) -> list:
     return [g for g in compiled.graphs if g.sizes is not None]
 
 
-def test_one_compile_serves_every_size():
+def test_one_compile_serves_every_size(backend):
     f = lambda x, y: (torch.relu(x * 2 + y).sum(-1), x.t() + 1)
     g = torch.compile(f, backend="braze", dynamic=True)
     with Compiled() as compiled:
@@ -22,12 +22,14 @@ def test_one_compile_serves_every_size():
             x, y = torch.randn(n, 33), torch.randn(n, 33)
             for a, b in zip(g(x, y), f(x, y)):
                 torch.testing.assert_close(a, b)
-    assert len(compiled.graphs) == 1 and len(variants(compiled)) == 1
-    source = compiled.graphs[0].source
-    assert "int64_t s" in source  # the sizes are the kernels' arguments
+    # one size class in C++; Triton's blocks follow the row count's power of two
+    assert len(compiled.graphs) == len(variants(compiled)) <= (1 if backend == "cpp" else 4)
+    graph = compiled.graphs[0]
+    for name in graph.sizes.symbols:  # the sizes are the kernels' arguments
+        assert (f"int64_t {name}" if backend == "cpp" else f", {name}") in graph.source
 
 
-def test_the_guards_name_what_decided_them():
+def test_the_guards_name_what_decided_them(backend):
     f = lambda x: (x * 2).softmax(-1)
     g = torch.compile(f, backend="braze", dynamic=True)
     with Compiled() as compiled:
@@ -58,7 +60,7 @@ class Block(torch.nn.Module):
         return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
-def test_a_transformer_block_forward_and_backward_over_sequence_lengths():
+def test_a_transformer_block_forward_and_backward_over_sequence_lengths(backend):
     block = Block()
     g = torch.compile(block, backend="braze")
     with Compiled() as compiled:
@@ -71,13 +73,15 @@ def test_a_transformer_block_forward_and_backward_over_sequence_lengths():
             y.backward(grad)
             ey.backward(grad)
             torch.testing.assert_close(x.grad, ex.grad)
-    # Dynamo compiles the first length statically, then the graph with a symbolic length once
+    # Dynamo compiles the first length statically, then the graph with a symbolic length:
+    # once in C++; in Triton, once per power of two of the rows (3 classes here)
     symbolic_graphs = variants(compiled)
     assert {g.kind for g in symbolic_graphs} == {"forward", "backward"}
-    assert len(symbolic_graphs) == 2 and len(compiled.graphs) == 4
+    assert len(compiled.graphs) - len(symbolic_graphs) == 2
+    assert len(symbolic_graphs) == 2 if backend == "cpp" else len(symbolic_graphs) <= 6
 
 
-def test_sizes_zero_and_one_are_correct():
+def test_sizes_zero_and_one_are_correct(backend):
     f = lambda x: torch.nn.functional.gelu(x).mean(0) + x.sum()
     g = torch.compile(f, backend="braze", dynamic=True)
     for n in (3, 1, 0, 2, 17):
@@ -100,7 +104,7 @@ def test_too_many_size_classes_compile_per_shape(monkeypatch):
 
 
 @pytest.mark.parametrize("shape", [(6, 10), (11, 3)])
-def test_views_reshapes_and_broadcasts(shape):
+def test_views_reshapes_and_broadcasts(shape, backend):
     def f(x, b):
         y = x.reshape(-1) * 2
         z = y.view(x.shape[0], -1).t().contiguous() + b[: x.shape[1]].unsqueeze(1)

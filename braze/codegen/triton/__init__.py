@@ -30,7 +30,8 @@ from braze.codegen.triton.foreach import TritonForeach, split
 from braze.codegen.triton.kernel import TritonKernel, parameters
 from braze.codegen.triton.launch import Launch, LauncherSpec, make_launchers
 from braze.codegen.triton.online import fold_softmax_sums
-from braze.codegen.triton.shapes import choose, device_info
+from braze.codegen.triton.shapes import INTERPRETER, choose, device_info
+from braze.ir import symbols
 from braze.runtime import cache
 
 PLACEHOLDER = "KERNEL_NAME"
@@ -62,6 +63,10 @@ class TritonBackend:
         self.device = torch.device(device)
 
     def compile(self, plans: list) -> Built:
+        with symbols.language("python"):  # kernels, grids and launchers print sizes as Python
+            return self._compile(plans)
+
+    def _compile(self, plans: list) -> Built:
         if not plans:
             return Built({}, {}, "", recipe=TritonRecipe({}, []))
         gpu = not build.interpreting(self.device)
@@ -95,7 +100,7 @@ class TritonBackend:
             choices = autotune.candidates(unit.plan, unit.kernel.shape)
             written = [k for k, b in enumerate(unit.kernel.buffers) if b in unit.plan.writes]
             objects[unit.plan.name] = autotune.Tuner(unit.plan.name, tried, choices, unit.tune_key, written)
-        launches = {p.name: f"{p.name}({', '.join(parameters(p))})" for p in plans}
+        launches = {p.name: f"{p.name}({', '.join(list(parameters(p)) + symbols.parameters())})" for p in plans}
         hit = all(hits) and (compiler is None or compiler.was_cached())
         return Built(objects, launches, _source(units, launcher_source), _shapes(units), hit, recipe)
 
@@ -111,7 +116,7 @@ class TritonBackend:
             shape = choose(plan, info)
             if shape.name == "row_loop":
                 plan = fold_softmax_sums(plan)
-            kernel = TritonKernel(plan, shape)
+            kernel = TritonKernel(plan, shape, interpreted=info is INTERPRETER)
         body = kernel.source(PLACEHOLDER)
         canonical = HEADER + helper_source(kernel.helpers) + "\n\n" + body + "\n"
         fn = f"triton_{kernel.shape.name}_{cache.key_of(canonical)[:12]}"
@@ -141,7 +146,8 @@ class TritonBackend:
         what = f"foreach of {len(unit.plan.parts)}" if unit.plan.is_foreach else shape.name
         comment = (f"{unit.plan.name}: {what} ({blocks}; num_warps={shape.num_warps}); "
                    f"ops: {', '.join(unit.plan.origins)}")
-        return LauncherSpec(_spec_name(unit, k), list(unit.kernel.buffers), launches, workspaces, comment)
+        return LauncherSpec(_spec_name(unit, k), list(unit.kernel.buffers) + symbols.parameters(), launches,
+                            workspaces, comment)
 
 
 @dataclass
@@ -197,7 +203,8 @@ def _realize(specs: list, modules: dict, device, compiler) -> tuple:
 def _per_plan(specs: list, plans: list) -> list:
     """The launcher specs: one per plan (an autotuned plan: one per configuration), a
     foreach plan's kernels launched one after the other from one. ``specs``: (unit, spec)."""
-    merged = {p.name: LauncherSpec(p.name, list(parameters(p)), []) for p in plans if p.is_foreach}
+    merged = {p.name: LauncherSpec(p.name, list(parameters(p)) + symbols.parameters(), []) for p in plans
+              if p.is_foreach}
     out = []
     for unit, spec in specs:
         target = merged.get(unit.launcher)
@@ -226,7 +233,7 @@ def _spec_name(unit: Unit, k: int) -> str:
 def _launches(unit: Unit, shape) -> list:
     """The launches of a unit's kernel(s) under one configuration, in order."""
     kernel = unit.kernel
-    args = list(kernel.buffers) + [w[0] for w in kernel.workspaces]
+    args = list(kernel.buffers) + [w[0] for w in kernel.workspaces] + symbols.parameters()
     main = {name: shape.blocks[name] for name in kernel.constexprs[0]}
     launches = [Launch(unit.fn, args, main, shape.num_warps, shape.grid)]
     if shape.finish:
@@ -243,7 +250,8 @@ def _signature(unit: Unit, launch: Launch) -> dict:
     kernel = unit.kernel
     dtypes = [unit.plan.dtypes[b] for b in kernel.buffers] + [w[1] for w in kernel.workspaces]
     params = [kernel.params[b] for b in kernel.buffers] + [w[0] for w in kernel.workspaces]
-    return build.signature_of(params, dtypes, launch.constexprs)
+    sizes = {name: "i64" if kernel.shape.wide else "i32" for name in symbols.parameters()}
+    return build.signature_of(params, dtypes, launch.constexprs, sizes)
 
 
 def _source(units: list, launchers: str) -> str:

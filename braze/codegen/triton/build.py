@@ -88,9 +88,11 @@ def _import(path: str, name: str, interpret: bool):
     return module
 
 
-def signature_of(fn_params: list, dtypes: list, constexprs: dict) -> dict:
-    """Triton's signature for a kernel: pointer types of the buffers, then constexprs."""
+def signature_of(fn_params: list, dtypes: list, constexprs: dict, sizes: dict | None = None) -> dict:
+    """Triton's signature for a kernel: pointer types of the buffers, the integer types of
+    its symbolic sizes, then constexprs."""
     signature = {p: POINTER_TYPES[d] for p, d in zip(fn_params, dtypes)}
+    signature.update(sizes or {})
     signature.update({name: "constexpr" for name in constexprs})
     return signature
 

@@ -31,6 +31,7 @@ import torch
 from braze.codegen.emitter import Emitter, PrintScope
 from braze.ir import dtypes
 from braze.ir import simplify as S
+from braze.ir import symbols
 from braze.ir.expr import APPROX, COMPARISONS, ROUNDED, Expr, Op, walk
 from braze.ir.graph import ERROR_RECORD
 
@@ -79,6 +80,9 @@ def literal(value, dtype) -> str:
         if math.isinf(value):
             return 'float("inf")' if value > 0 else 'float("-inf")'
         return repr(float(value))
+    if symbols.is_symbolic(value):  # a size argument, or arithmetic on them
+        text = symbols.text_of(value, "python")
+        return text if text.isidentifier() else f"({text})"
     value = int(value)
     if dtype in BITS:  # wrap into the dtype's range, as C++ does with its casts
         bits = BITS[dtype]

@@ -30,10 +30,11 @@ from dataclasses import replace
 from braze import config
 from braze.codegen.emitter import PYTHON_INDENT, Emitter
 from braze.codegen.triton.exprs import Printer
-from braze.codegen.triton.kernel import TritonKernel, parameters
-from braze.codegen.triton.shapes import DeviceInfo, cdiv, choose, foreach
+from braze.codegen.triton.kernel import TritonKernel, parameters, size_parameters
+from braze.codegen.triton.shapes import INTERPRETER, DeviceInfo, cdiv, choose, foreach
 from braze.fuse.kernel import foreach_plan
 from braze.ir import dtypes
+from braze.ir import symbols
 from braze.ir.expr import Op, walk
 
 # The most buffers of one foreach kernel: 400 pointers are 3.2 KB of the 4 KB of
@@ -87,12 +88,15 @@ class TritonForeach:
         self.parts = [TritonKernel(part, choose(part, device), self.params) for part in plan.parts]
 
     def source(self, name: str) -> str:
-        args = [self.params[b] for b in self.buffers] + ["XBLOCK: tl.constexpr"]
+        args = [self.params[b] for b in self.buffers] + size_parameters(self.device is INTERPRETER) \
+            + ["XBLOCK: tl.constexpr"]
         em = Emitter(PYTHON_INDENT, ["@triton.jit", f"def {name}({', '.join(args)}):"])
         em.emit_lines("    ", ["pid = tl.program_id(0)", "# part k runs on programs [end{k-1}, end{k})"])
         for k, part in enumerate(self.parts):
             start = f"end{k - 1} + " if k else ""
-            em.emit("    ", f"end{k}: tl.constexpr = {start}({part.plan.outer_numel()} + XBLOCK - 1) // XBLOCK")
+            numel = part.plan.outer_numel()
+            constant = "" if symbols.is_symbolic(numel) and self.device is not INTERPRETER else ": tl.constexpr"
+            em.emit("    ", f"end{k}{constant} = {start}({symbols.text_of(numel, 'python')} + XBLOCK - 1) // XBLOCK")
         known = self._hoist(em)
         for k, part in enumerate(self.parts):
             programs = f"(pid >= end{k - 1}) & (pid < end{k})" if k else "pid < end0"

@@ -41,6 +41,7 @@ from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import finish_level
 from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
 from braze.fuse.kernel import KernelPlan, Member
+from braze.ir import symbols
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
 # then folds more than LANE_CHAIN_MAX (32) elements in sequence (64 if autotuning halves
@@ -60,11 +61,28 @@ def parameters(plan) -> dict:
     return params
 
 
+def size_parameters(interpreted: bool) -> list:
+    """The kernel's parameters for the symbolic sizes (``ir/symbols.py``): run-time integers;
+    ``tl.constexpr`` under the interpreter, which gives a scalar argument to ``range`` as a
+    one-element array that NumPy 2 will not convert."""
+    return [f"{name}: tl.constexpr" if interpreted else name for name in symbols.parameters()]
+
+
+def numel_line(name: str, numel, interpreted: bool) -> str:
+    """``xnumel: tl.constexpr = 4096``; a symbolic size is computed from the kernel's size
+    arguments at run time (``xnumel = 64*s0``; constexpr under the interpreter, whose
+    ``range`` fails on an integer assigned without the annotation)."""
+    if symbols.is_symbolic(numel) and not interpreted:
+        return f"{name} = {symbols.text_of(numel, 'python')}"
+    return f"{name}: tl.constexpr = {symbols.text_of(numel, 'python')}"
+
+
 class TritonKernel:
-    def __init__(self, plan: KernelPlan, shape: Shape, params: dict | None = None):
+    def __init__(self, plan: KernelPlan, shape: Shape, params: dict | None = None, interpreted: bool = False):
         """``params``: the parameter names of the plan's buffers when the plan is one part
-        of a larger function (a foreach kernel), else ``parameters(plan)``."""
-        self.plan, self.shape = plan, shape
+        of a larger function (a foreach kernel), else ``parameters(plan)``. ``interpreted``:
+        for Triton's interpreter (``size_parameters``)."""
+        self.plan, self.shape, self.interpreted = plan, shape, interpreted
         self.index_type = "tl.int64" if shape.wide else "tl.int32"
         self.params = params or parameters(plan)
         self.buffers = list(parameters(plan))
@@ -101,6 +119,7 @@ class TritonKernel:
         params = [self.params[b] for b in self.buffers]
         if workspaces:
             params += [w[0] for w in self.workspaces]
+        params += size_parameters(self.interpreted)
         params += [f"{c}: tl.constexpr" for c in constexprs]
         self.emitter = Emitter(PYTHON_INDENT, ["@triton.jit", f"def {name}({', '.join(params)}):"])
         self.constexprs.append(list(constexprs))
@@ -193,7 +212,7 @@ class TritonKernel:
     def _pointwise_body(self, pid: str, indent: str, known: dict) -> None:
         em = self.emitter
         plan = self.plan
-        em.emit(indent, f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        em.emit(indent, numel_line("xnumel", plan.outer_numel(), self.interpreted))
         self._flat_index("x", "XBLOCK", f"{pid} * XBLOCK", "", indent)
         self._define_vars(plan.outer, "x", indent)
         self.block_axes = ("x",)
@@ -206,8 +225,8 @@ class TritonKernel:
         ynumel = math.prod(v.size for v in plan.outer[:split])
         xnumel = math.prod(v.size for v in plan.outer[split:])
         em = self._begin(name, ["YBLOCK", "XBLOCK"])
-        em.emit("    ", f"ynumel: tl.constexpr = {ynumel}")
-        em.emit("    ", f"xnumel: tl.constexpr = {xnumel}")
+        em.emit("    ", numel_line("ynumel", ynumel, self.interpreted))
+        em.emit("    ", numel_line("xnumel", xnumel, self.interpreted))
         em.emit("    ", "xtiles = (xnumel + XBLOCK - 1) // XBLOCK")
         em.emit("    ", f"pid = {self._pid()}")
         self._flat_index("y", "YBLOCK", "pid // xtiles * YBLOCK", "[:, None]")
@@ -226,8 +245,8 @@ class TritonKernel:
         plan = self.plan
         column = self.shape.orientation == "column"
         em = self._begin(name, constexprs)
-        em.emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
-        em.emit("    ", f"rnumel: tl.constexpr = {plan.reduce_numel()}")
+        em.emit("    ", numel_line("xnumel", plan.outer_numel(), self.interpreted))
+        em.emit("    ", numel_line("rnumel", plan.reduce_numel(), self.interpreted))
         layout_x, layout_r = ("[None, :]", "[:, None]") if column else ("[:, None]", "[None, :]")
         self.block_axes = ("r", "x") if column else ("x", "r")
         self.reduce_axis = 0 if column else 1
@@ -248,7 +267,7 @@ class TritonKernel:
         whose length is a power of two is exactly ``RBLOCK`` long (``shapes._row``; tuning
         changes only ``XBLOCK``): it needs no ``rmask``."""
         rnumel = self.plan.reduce_numel()
-        self.unmasked = {"r"} if rnumel & (rnumel - 1) == 0 else set()
+        self.unmasked = {"r"} if not symbols.is_symbolic(rnumel) and rnumel & (rnumel - 1) == 0 else set()
         self._reduction_head(name, ["XBLOCK", "RBLOCK"])
         self._r_index("", "    ")
         printer = self._printer("    ")
@@ -371,7 +390,7 @@ class TritonKernel:
         """Merge the partials of each outer element in order, then the epilogues."""
         plan = self.plan
         em = self._begin(name, ["XBLOCK", "SBLOCK", "RSPLIT"], workspaces=True)
-        em.emit("    ", f"xnumel: tl.constexpr = {plan.outer_numel()}")
+        em.emit("    ", numel_line("xnumel", plan.outer_numel(), self.interpreted))
         self.block_axes, self.reduce_axis = ("x", "r"), 1
         self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", "[:, None]")
         em.emit("    ", "sindex = tl.arange(0, SBLOCK)[None, :]")

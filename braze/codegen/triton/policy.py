@@ -49,6 +49,7 @@ class TritonTarget(Target):
     name: str = "triton"
     op_costs: dict = field(default_factory=lambda: OP_COSTS)
     supports_foreach: bool = True
+    takes_sizes: bool = True
 
     @classmethod
     def for_device(cls, device) -> "TritonTarget":

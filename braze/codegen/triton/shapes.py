@@ -40,6 +40,7 @@ import torch
 from braze.codegen.triton.policy import few_programs
 from braze.fuse.legality import INNER, REDUCTION, reads_columns
 from braze.ir import simplify as S
+from braze.ir import symbols
 from braze.ir.expr import Op, free_vars, walk
 from braze.ir.graph import ReduceOp
 
@@ -132,8 +133,13 @@ class Shape:
     wide: bool = False  # int64 index math
 
 
-def next_pow2(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+def next_pow2(n: int, cap: int | None = None) -> int:
+    """The least power of two >= ``n``, at most ``cap``; for a symbolic ``n``, its size
+    class guarded (``ir/symbols.py``)."""
+    if symbols.is_symbolic(n):
+        return symbols.next_power_of_two(n, cap)
+    p = 1 << max(0, math.ceil(math.log2(max(1, n))))
+    return p if cap is None else min(cap, p)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -178,7 +184,7 @@ def _blocks_1d(name: str, sizes: list, device: DeviceInfo) -> Shape:
     """1-D blocks over loops of ``sizes`` elements: the pointwise block, no larger than the
     largest loop needs, halved (down to 128) while all loops together give fewer blocks
     than the device's fill."""
-    block = min(device.pointwise_block, next_pow2(max(sizes)))
+    block = next_pow2(max(sizes), device.pointwise_block)
     while block > 128 and sum(cdiv(n, block) for n in sizes) < device.min_programs:
         block //= 2
     grid = (sum(cdiv(n, block) for n in sizes), 1, 1)
@@ -213,7 +219,7 @@ def _accesses(plan) -> list:
 def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
     ynumel = math.prod(v.size for v in plan.outer[:split])
     xnumel = math.prod(v.size for v in plan.outer[split:])
-    yblock, xblock = min(device.tile, next_pow2(ynumel)), min(device.tile, next_pow2(xnumel))
+    yblock, xblock = next_pow2(ynumel, device.tile), next_pow2(xnumel, device.tile)
     while yblock * xblock > 256 and cdiv(ynumel, yblock) * cdiv(xnumel, xblock) < device.min_programs:
         if yblock >= xblock:
             yblock //= 2
@@ -247,9 +253,9 @@ def _reduction(plan, device: DeviceInfo) -> Shape:
         return _column(xnumel, rnumel, device, _half_width(plan))
     if next_pow2(rnumel) <= persistent_max(plan):
         return _row(xnumel, rnumel, device)
-    xblock = min(next_pow2(xnumel), device.loop_rows)
+    xblock = next_pow2(xnumel, device.loop_rows)
     rblock = LOOP_RBLOCK if rnumel >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2
-    rblock = max(rblock, min(next_pow2(rnumel), device.block_elements // xblock))
+    rblock = max(rblock, next_pow2(rnumel, device.block_elements // xblock))
     return Shape("row_loop", {"XBLOCK": xblock, "RBLOCK": rblock}, loop_warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1))
 
@@ -292,7 +298,7 @@ def loop_warps(elements: int) -> int:
 
 def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
     rblock = next_pow2(rnumel)
-    xblock = min(next_pow2(xnumel), max(1, device.block_elements // rblock))
+    xblock = next_pow2(xnumel, max(1, device.block_elements // rblock))
     while xblock > 1 and cdiv(xnumel, xblock) < device.min_programs:
         xblock //= 2
     return Shape("row", {"XBLOCK": xblock, "RBLOCK": rblock}, row_warps(xblock * rblock),
@@ -305,11 +311,11 @@ def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = Fal
     the elements and keeps ``device.tile`` columns, so a program has as many bytes in
     flight as a float32 one (``python -m benchmarks.column_sums``; docs/benchmarks.md,
     "Reductions by layout")."""
-    xblock = min(device.tile, next_pow2(xnumel))
+    xblock = next_pow2(xnumel, device.tile)
     while not half_width and xblock > 16 and cdiv(xnumel, xblock) < device.min_programs:
         xblock //= 2
     elements = device.block_elements * (4 if half_width else 1)
-    rblock = min(next_pow2(rnumel), max(1, elements // xblock))
+    rblock = next_pow2(rnumel, max(1, elements // xblock))
     return Shape("column", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1), orientation="column")
 
@@ -353,7 +359,7 @@ def _half_width(plan) -> bool:
 def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     column = orientation == "column"
-    xblock = min(next_pow2(xnumel), 64 if column else 8)
+    xblock = next_pow2(xnumel, 64 if column else 8)
     rblock = max(16, _split_tile(plan, column, device) // xblock)
     xblocks = cdiv(xnumel, xblock)
     wanted = max(device.splits or cdiv(SPLIT_FILLS * device.min_programs, xblocks), cdiv(rnumel, LANE_CHAIN_MAX * rblock))
@@ -361,7 +367,7 @@ def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     chunk = cdiv(cdiv(rnumel, splits), rblock) * rblock
     splits = cdiv(rnumel, chunk)
     sblock = next_pow2(splits)
-    fblock = max(1, min(next_pow2(xnumel), 4096 // sblock))
+    fblock = max(1, next_pow2(xnumel, 4096 // sblock))
     finish = {"blocks": {"XBLOCK": fblock, "SBLOCK": sblock}, "num_warps": _warps(fblock * sblock),
               "grid": (cdiv(xnumel, fblock), 1, 1)}
     blocks = {"XBLOCK": xblock, "RBLOCK": rblock, "RSPLIT": splits, "RCHUNK": chunk}

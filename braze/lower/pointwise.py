@@ -335,6 +335,8 @@ for _packet, (_op, _kind) in SIMPLE_BINARY.items():
 
 @register(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def _pow(ctx, a, b):
+    if symbols.is_symbolic(b):  # eager's kernels special-case small integer exponents: match them
+        b = int(b)
     if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, TensorValue) \
             and a.dtype in dtypes.LOW_PRECISION:
         # Eager's kernels (CPU and CUDA) take a scalar exponent in the base's dtype: in bf16

@@ -29,13 +29,23 @@ def test_options_patch_config_for_one_function():
         torch.compile(lambda x: x + 1, backend="braze", options={"fusee": False})(x)
 
 
-def test_dynamic_shapes_are_specialized_per_shape():
-    f = torch.compile(lambda x: (x * 2).softmax(-1), backend="braze", dynamic=True)
+def test_dynamic_shapes_are_specialized_per_shape_when_asked():
+    f = torch.compile(lambda x: (x * 2).softmax(-1), backend="braze", dynamic=True,
+                      options={"symbolic_sizes": False})
     with Compiled() as compiled:
         for n in (3, 5, 3, 7):
             x = torch.randn(n, 6)
             torch.testing.assert_close(f(x), (x * 2).softmax(-1))
     assert len(compiled.graphs) == 3 and not compiled.failures
+
+
+def test_dynamic_shapes_compile_once_per_size_class():
+    f = torch.compile(lambda x: (x * 2).softmax(-1), backend="braze", dynamic=True)
+    with braze.config.patch(num_threads=2), Compiled() as compiled:
+        for n in (5, 7, 5, 11):  # (rows of 4 and more: one kernel shape)
+            x = torch.randn(n, 6)
+            torch.testing.assert_close(f(x), (x * 2).softmax(-1))
+    assert len(compiled.graphs) == 1 and compiled.graphs[0].sizes is not None and not compiled.failures
 
 
 def test_debug_dir_writes_artifacts(tmp_path):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from braze.codegen.cpp.accumulate import Accumulator
 from braze.codegen.cpp.exprs import ctype
 from braze.codegen.cpp.rows import SCRATCH_MAX
+from braze.ir import symbols
 from braze.ir.expr import Op
 from braze.ir.graph import ReduceOp
 
@@ -165,7 +166,8 @@ class TwoPass:
         em = kernel.emitter
         t = ctype(total.dtype)
         mean = f"{total.name}_mean"
-        em.emit(indent, f"const {t} {mean} = ({t})({total.field('v')}[0] / {float(r.size)!r});")
+        count = f"(double){symbols.text_of(r.size, 'c')}" if symbols.is_symbolic(r.size) else repr(float(r.size))
+        em.emit(indent, f"const {t} {mean} = ({t})({total.field('v')}[0] / {count});")
         squares = Accumulator(total.name + "q", "sum", total.dtype)
         kernel.declare([squares], lanes, indent)
 

@@ -78,24 +78,24 @@ class TritonForeach:
     parameter names, shape, helpers, constexprs per function, no workspaces)."""
 
     def __init__(self, plan, device: DeviceInfo):
-        self.plan = plan
+        self.plan, self.interpreted = plan, device is INTERPRETER
         self.shape = foreach(plan.parts, device)
         self.params = parameters(plan)
         self.buffers = list(self.params)
         self.workspaces: list = []
         self.constexprs = [["XBLOCK"]]
         self.helpers: set = set()
-        self.parts = [TritonKernel(part, choose(part, device), self.params) for part in plan.parts]
+        self.parts = [TritonKernel(part, choose(part, device), self.params, self.interpreted) for part in plan.parts]
 
     def source(self, name: str) -> str:
-        args = [self.params[b] for b in self.buffers] + size_parameters(self.device is INTERPRETER) \
+        args = [self.params[b] for b in self.buffers] + size_parameters(self.interpreted) \
             + ["XBLOCK: tl.constexpr"]
         em = Emitter(PYTHON_INDENT, ["@triton.jit", f"def {name}({', '.join(args)}):"])
         em.emit_lines("    ", ["pid = tl.program_id(0)", "# part k runs on programs [end{k-1}, end{k})"])
         for k, part in enumerate(self.parts):
             start = f"end{k - 1} + " if k else ""
             numel = part.plan.outer_numel()
-            constant = "" if symbols.is_symbolic(numel) and self.device is not INTERPRETER else ": tl.constexpr"
+            constant = "" if symbols.is_symbolic(numel) and not self.interpreted else ": tl.constexpr"
             em.emit("    ", f"end{k}{constant} = {start}({symbols.text_of(numel, 'python')} + XBLOCK - 1) // XBLOCK")
         known = self._hoist(em)
         for k, part in enumerate(self.parts):
@@ -110,7 +110,7 @@ class TritonForeach:
         of the expression), for the parts to read (their temporaries go on with ``em``'s
         counter)."""
         wide = any(part.shape.wide for part in self.parts)
-        context = TritonKernel(self.plan, replace(self.shape, wide=wide), self.params)
+        context = TritonKernel(self.plan, replace(self.shape, wide=wide), self.params, self.interpreted)
         printer = Printer(context, em, "    ")
         invariants = _invariants(self.parts)
         if invariants:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from braze.codegen.triton.exprs import Printer, exact_reciprocal, literal
+from braze.ir import symbols
 
 if TYPE_CHECKING:
     from braze.codegen.triton.kernel import TritonKernel
@@ -72,7 +73,8 @@ def _moments(kernel: TritonKernel, acc, member, printer: Printer) -> list:
     value = printer(member.value)
     text = acc.element(printer.tensor(value, member.value.dtype), None)[0]
     dtype = acc.acc_dtype
-    count = literal(float(kernel.plan.reduce_numel()), dtype)
+    numel = kernel.plan.reduce_numel()
+    count = "(rnumel * 1.0)" if symbols.is_symbolic(numel) else literal(float(numel), dtype)
     total, = tree_sums(kernel, [kernel.as_lanes(text, value.axes, "0.0")], printer.indent)
     mean = printer.temp(_divide(total, count, dtype), {"x"})
     centered = printer.temp(kernel.as_lanes(f"{text} - {mean.text}", value.axes | {"x"}, "0.0"), {"x", "r"})
@@ -82,8 +84,8 @@ def _moments(kernel: TritonKernel, acc, member, printer: Printer) -> list:
 
 def _divide(text: str, count: str, dtype) -> str:
     """``text / count``, IEEE-rounded in float32 as everywhere else (a power of two: the
-    product by its exact reciprocal, the same bits)."""
-    reciprocal = exact_reciprocal(float(count))
+    product by its exact reciprocal, the same bits; a symbolic count, ``rnumel``, divides)."""
+    reciprocal = exact_reciprocal(float(count)) if "rnumel" not in count else None
     if reciprocal is not None:
         return f"({text} * {literal(reciprocal, dtype)})"
     if dtype is torch.float32:

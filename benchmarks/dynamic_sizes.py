@@ -1,7 +1,7 @@
 """Changing sizes: compiles, total time and per-call time, eager vs Inductor vs braze.
 
 Takes (command line): ``--device cpu|cuda``, ``--sizes N`` (distinct sizes per model),
-``--only NAME``. Gives: a Markdown table per model on stdout.
+``--only NAME``, ``--no-per-shape``. Gives: a Markdown table per model on stdout.
 
 Models: a transformer block (LayerNorm, q/k/v projections, causal SDPA, an MLP with GELU,
 residuals; inference and a training step) called with ``N`` distinct sequence lengths,
@@ -147,6 +147,7 @@ def main(argv=None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--sizes", type=int, default=100)
     parser.add_argument("--only", default="")
+    parser.add_argument("--no-per-shape", action="store_true", help="leave out braze's one-compile-per-shape mode")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
@@ -168,7 +169,7 @@ def main(argv=None) -> None:
             for compiler in ("inductor", "braze"):
                 static = static_ms(module, training, make, compiler, args.device, probe)
                 modes = [("default", None, True), ("dynamic=True", True, True)]
-                if compiler == "braze":
+                if compiler == "braze" and not args.no_per_shape:
                     modes.append(("dynamic=True, per shape", True, False))
                 for label, dynamic, symbolic in modes:
                     r = run_mode(module, training, sizes, make, compiler, dynamic, symbolic, args.device, probe)

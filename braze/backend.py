@@ -18,6 +18,7 @@ what it built, and gives the ``braze.debug.explain.Report``.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import warnings
 
@@ -166,14 +167,9 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
     with config.patch(**options):
         if kind == "backward" and saved.restrided:
             return _FirstCall(gm, kind, options)
-        if kind != "backward":
-            try:
-                _keep_eager_strides(gm, eager)
-            except Exception as exc:  # (AOTAutograd's metadata differs across torch versions)
-                warnings.warn(f"braze: outputs keep the traced strides, not eager's: {type(exc).__name__}: {exc}",
-                              stacklevel=2)
         if _has_symbolic_sizes(gm):
-            return _symbolic(gm, kind, options)
+            return _symbolic(gm, kind, options, eager)
+        _eager_strides(gm, kind, eager)
         call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None)
         compiled = getattr(call, "compiled", None)
         saved.restrided = getattr(compiled, "restrided", False)
@@ -182,20 +178,32 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.
         return _with_cudagraphs(call, _static_inputs())
 
 
-def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict):
+def _eager_strides(gm: torch.fx.GraphModule, kind: str, eager: list | None) -> None:
+    if kind != "backward":
+        try:
+            _keep_eager_strides(gm, eager)
+        except Exception as exc:  # (AOTAutograd's metadata differs across torch versions)
+            warnings.warn(f"braze: outputs keep the traced strides, not eager's: {type(exc).__name__}: {exc}",
+                          stacklevel=3)
+
+
+def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | None):
     """A graph with symbolic sizes: compiled once per size class where the target takes
-    sizes as arguments (``runtime/symbolic.py``), else once per concrete shape."""
+    sizes as arguments (``runtime/symbolic.py``), else once per concrete shape (from a copy
+    of the graph as traced: the per-shape compiles propagate concrete sizes through it)."""
     if config.cudagraphs:
         warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=3)
+    traced = copy.deepcopy(gm)
 
     def per_shape():
         if not config.specialize_dynamic:
-            return _fail(gm, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
+            return _fail(traced, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
         from braze.runtime.specialize import Specializing
-        return Specializing(gm, kind, options, compile_or_fallback)
+        return Specializing(traced, kind, options, compile_or_fallback)
 
     if config.symbolic_sizes and target_for(graph_device(gm)).takes_sizes:
         from braze.runtime.symbolic import Symbolic
+        _eager_strides(gm, kind, eager)
         return Symbolic(gm, kind, options, _compiled_or_raise, per_shape)
     return per_shape()
 

@@ -17,6 +17,7 @@ way: the graph's decisions depend on the sizes too finely for variants to pay of
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import traceback
 
@@ -87,7 +88,7 @@ class Symbolic:
         try:
             with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
                 strides = _strides(self.tensors)
-                call = self.compile_fn(self.gm, self.kind)
+                call = self.compile_fn(copy.deepcopy(self.gm), self.kind)  # (passes annotate the graph)
         except Exception as exc:  # any failure: compile per shape instead
             self.fallback_trace = traceback.format_exc()
             self._give_up(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")

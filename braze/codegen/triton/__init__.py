@@ -146,8 +146,8 @@ class TritonBackend:
         what = f"foreach of {len(unit.plan.parts)}" if unit.plan.is_foreach else shape.name
         comment = (f"{unit.plan.name}: {what} ({blocks}; num_warps={shape.num_warps}); "
                    f"ops: {', '.join(unit.plan.origins)}")
-        return LauncherSpec(_spec_name(unit, k), list(unit.kernel.buffers) + symbols.parameters(), launches,
-                            workspaces, comment)
+        return LauncherSpec(_spec_name(unit, k), list(unit.kernel.buffers), launches, workspaces, comment,
+                            symbols.parameters())
 
 
 @dataclass
@@ -203,7 +203,7 @@ def _realize(specs: list, modules: dict, device, compiler) -> tuple:
 def _per_plan(specs: list, plans: list) -> list:
     """The launcher specs: one per plan (an autotuned plan: one per configuration), a
     foreach plan's kernels launched one after the other from one. ``specs``: (unit, spec)."""
-    merged = {p.name: LauncherSpec(p.name, list(parameters(p)) + symbols.parameters(), []) for p in plans
+    merged = {p.name: LauncherSpec(p.name, list(parameters(p)), [], sizes=symbols.parameters()) for p in plans
               if p.is_foreach}
     out = []
     for unit, spec in specs:

@@ -381,7 +381,8 @@ class TritonKernel:
                 em.emit("    ", f"tl.store({param} + ({self._pid(1)} * xnumel + xindex), {text}, xmask)")
         lines = em.lines
         head = lines[1]  # the workspaces are known now: add them to the parameters
-        params = [self.params[b] for b in self.buffers] + [w[0] for w in self.workspaces]
+        params = [self.params[b] for b in self.buffers] + [w[0] for w in self.workspaces] \
+            + size_parameters(self.interpreted)
         lines[1] = head[:head.index("(") + 1] + ", ".join(params) + head[head.index(", XBLOCK"):]
         self._end()
         self._split_finish(f"{name}_finish", partials)

@@ -55,10 +55,11 @@ class LauncherSpec:
     launches: list  # Launch, in order
     workspaces: list = field(default_factory=list)  # (name, torch dtype, numel)
     comment: str = ""
+    sizes: list = field(default_factory=list)  # symbolic sizes, after the buffers (``ir/symbols.py``)
 
 
 def launcher_text(spec: LauncherSpec, gpu: bool) -> str:
-    lines = [f"def {spec.name}({', '.join(spec.buffers)}):"]
+    lines = [f"def {spec.name}({', '.join(spec.buffers + spec.sizes)}):"]
     if spec.comment:
         lines.append(f'    """{spec.comment}"""')
     if spec.workspaces:

@@ -206,7 +206,9 @@ class Size:
             body = "*".join(factors)
             sign = "-" if k < 0 else "+"
             parts.append((f"-{body}" if k < 0 else body) if not parts else f"{sign} {body}")
-        return "(" + " ".join(parts) + ")" if len(parts) > 1 else parts[0]
+        text = " ".join(parts)
+        atomic = len(self.terms) == 1 and self.terms[0][1] == 1 and len(self.terms[0][0]) == 1
+        return text if atomic else f"({text})"  # an operand anywhere: ``x // (s0*s1)``
 
     def __format__(self, spec: str) -> str:
         return self.text(spec or _LANGUAGE.get())
@@ -424,6 +426,11 @@ def language(lang: str):
         yield
     finally:
         _LANGUAGE.reset(token)
+
+
+def active() -> bool:
+    """Is a graph with symbolic sizes being compiled?"""
+    return _CONTEXT.get() is not None
 
 
 def parameters() -> list:

@@ -242,7 +242,7 @@ class Lowerer:
         if isinstance(traced, (torch.SymBool, torch.SymFloat)):
             raise LoweringError(target, f"a symbolic {type(traced).__name__} ({traced}): braze's sizes are "
                                 "integers", describe_inputs(node))
-        if isinstance(traced, torch.SymInt):
+        if isinstance(traced, torch.SymInt) and symbols.active():  # (per shape: the traced value is stale)
             return symbols.concrete(traced)
         return target(*args, **kwargs)
 

@@ -115,3 +115,25 @@ def test_views_reshapes_and_broadcasts(shape, backend):
         b = torch.randn(40)
         for a, e in zip(g(x, b), f(x, b)):
             torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("dims", [(2, 0, 1), (1, 2, 0), (0, 2, 1)])
+def test_permutes_index_with_products_of_sizes(dims, backend):
+    """Indices split by products of symbolic sizes (``x // (s1*s2)``), in tiled copies."""
+    f = lambda x: (x.permute(*dims).contiguous() * 2, x.sum(dims[0]))
+    g = torch.compile(f, backend="braze", dynamic=True)
+    for shape in ((3, 5, 7), (4, 9, 6), (5, 17, 3)):
+        x = torch.randn(*shape)
+        for a, e in zip(g(x), f(x)):
+            torch.testing.assert_close(a, e)
+
+
+def test_channels_last_copies(backend):
+    """NCHW to NHWC: a tiled copy whose rows split by the product ``H*W`` of two sizes."""
+    f = lambda x: x.contiguous(memory_format=torch.channels_last) * 2
+    g = torch.compile(f, backend="braze", dynamic=True)
+    for n, hw in ((3, 5), (4, 9), (2, 6)):
+        x = torch.randn(n, 32, hw, hw)
+        out = g(x)
+        torch.testing.assert_close(out, f(x))
+        assert out.stride() == f(x).stride()

@@ -80,6 +80,20 @@ def test_text_in_each_language_and_from_the_shape_env():
     assert f"{size:python}" == "((3*s0 + 1) // 2)"
     assert f"{size:c}" == "i_floordiv<int64_t>((3*s0 + 1), 2)"
     with symbols.language("python"):
-        assert repr((s0, 4 * s0)) == "(s0, 4*s0)"
+        assert repr((s0, 4 * s0)) == "(s0, (4*s0))"
     x, y = sympy.symbols("s0 s1", integer=True, positive=True)
     assert symbols.from_sympy(x * y + 2 * x) == s0 * symbol("s1") + 2 * s0
+
+
+def test_the_text_is_an_operand_in_any_expression():
+    """A size printed into code (``x // {size}``) keeps its own grouping."""
+    s0, s1 = symbol("s0"), symbol("s1")
+    env = {"s0": 7, "s1": 12}
+    with deciding(context(**env)):
+        sizes = [s0 * s1, 2 * s0, s0 - s1, -s0, (s0 * 3 + 1) // 2, s1 % 5 + s0]
+    for size in sizes:
+        value = symbols.value_of(size, env)
+        for template in ("1000003 // {}", "1000003 % {}", "-{} * 3", "{} * {}"):
+            text = template.format(*[f"{size:python}"] * template.count("{}"))
+            want = template.format(*[f"({value})"] * template.count("{}"))
+            assert eval(text, {}, dict(env)) == eval(want), (text, want)

@@ -533,6 +533,10 @@ def _traced_sizes(node) -> str:
 
 
 def _concrete(value):
+    """A traced scalar: a ``Size`` in a symbolic compile; per shape, a size still symbolic
+    in the trace is not the call's (the graph's propagated values are), so no rule."""
+    if isinstance(value, torch.SymInt) and not symbols.active():
+        raise Unsupported("symbolic size")
     return symbols.concrete(value)
 
 

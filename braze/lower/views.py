@@ -85,6 +85,18 @@ def reshape(tv: TensorValue, sizes) -> TensorValue:
     return remap(tv, new, indices_of)
 
 
+@register(aten.sym_size.int)
+def _sym_size(ctx, x, dim):
+    """A size of a tensor (an int, or a symbolic size): read from the value braze lowered,
+    never from the traced one (stale when a graph is compiled per shape)."""
+    return x.sizes[dim]
+
+
+@register(aten.sym_numel.default)
+def _sym_numel(ctx, x):
+    return x.numel
+
+
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 def _view(ctx, x, sizes):
     return reshape(x, sizes)

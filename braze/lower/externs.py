@@ -11,7 +11,7 @@ import torch
 from braze import config
 from braze.ir.expr import Op
 from braze.ir.graph import ComputeNode, InputNode, Layout, out_vars
-from braze.lower.core import LOWERINGS, Unsupported, register
+from braze.lower.core import LOWERINGS, Unsupported, register, sizes_of
 from braze.lower.matmul_groups import group_of, lower_member
 from braze.lower.pointwise import convert
 
@@ -94,9 +94,9 @@ def padded_rows(val) -> Layout | None:
     """The padded layout of a 2-D CUDA product ``val``, or None where it needs none."""
     setting = config.pad_matmul_rows
     wanted = setting == "on" or setting == "auto" and val.device.type == "cuda"
-    if not wanted or val.dim() != 2 or min(val.shape) <= 1:
+    if not wanted or val.dim() != 2 or any(n <= 1 for n in sizes_of(val)):
         return None
-    rows, cols = (int(s) for s in val.shape)
+    rows, cols = sizes_of(val)
     per_16_bytes = max(16 // val.dtype.itemsize, 1)
     if cols % per_16_bytes == 0:
         return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from braze.lower.core import LOWERINGS, TensorValue
+from braze.lower.core import LOWERINGS, TensorValue, sizes_of
 from braze.lower.indexing import piecewise
 from braze.lower.views import slice_value
 
@@ -127,7 +127,7 @@ def _groupable(node) -> bool:
         return False
     if right.target not in TRANSPOSES or right.target is aten.permute.default and list(right.args[1]) != [1, 0]:
         return False
-    if (val.shape[1] * val.element_size()) % 16:
+    if (sizes_of(val)[1] * val.element_size()) % 16:
         return False
     if node.target is aten.addmm.default:
         bias = node.args[0]

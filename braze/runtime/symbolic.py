@@ -30,16 +30,20 @@ from braze.ir import symbols
 @dataclasses.dataclass
 class SizeClass:
     """What one variant was compiled for: the symbols (each with where the wrapper reads it),
-    the guards (each with the ``file:line`` that decided it) and the sizes used as plain
-    integers (``(size, value, file:line)``)."""
+    the guards (each with the ``file:line`` that decided it), the sizes used as plain
+    integers (``(size, value, file:line)``), and any guard the compile added to Dynamo's
+    ``ShapeEnv`` by deciding on a traced ``SymInt`` itself (Dynamo enforces those, but each
+    one narrows the graph: a compile should add none)."""
     symbols: dict
     guards: dict
     specialized: list
+    dynamo_guards: list = dataclasses.field(default_factory=list)  # added to Dynamo's ShapeEnv by the compile
 
     def lines(self) -> list:
         out = [f"  symbols: {', '.join(f'{s} = {t}' for s, t in self.symbols.items())}"]
         out += [f"  guard: {g}  ({where})" for g, where in self.guards.items()]
         out += [f"  specialized: {s} = {v}  ({where})" for s, v, where in self.specialized]
+        out += [f"  Dynamo guard: {g}" for g in self.dynamo_guards]
         return out
 
 
@@ -58,9 +62,10 @@ class Symbolic:
         self.fallback = None
         self.fallback_reason = ""
         self.fallback_trace = ""  # the traceback of the failure behind ``fallback_reason``
+        self.shape_env = None
         self._boxed_call = True
         try:
-            self.bindings, self.ranges, self.tensors = _bindings(gm)
+            self.bindings, self.ranges, self.tensors, self.shape_env = _bindings(gm)
             self._values = _binder(self.bindings)
         except (TypeError, ValueError) as exc:
             self._give_up(f"{type(exc).__name__}: {exc}")
@@ -85,6 +90,7 @@ class Symbolic:
         hints = dict(zip(self.bindings, values))
         context = symbols.Context(hints, self.ranges, names=list(self.bindings))
         context.bindings = {name: _binding_text(b) for name, b in self.bindings.items()}
+        before = len(self.shape_env.guards) if self.shape_env is not None else 0
         try:
             with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
                 strides = _strides(self.tensors)
@@ -97,8 +103,10 @@ class Symbolic:
         check = _checker(list(self.bindings), guards, strides, self.ranges)
         compiled = getattr(call, "compiled", None)
         if compiled is not None:
+            traced = [str(g.expr) for g in self.shape_env.guards[before:]] if self.shape_env is not None else []
             compiled.sizes = SizeClass(dict(context.bindings), dict(context.where),
-                                       [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized])
+                                       [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized],
+                                       traced)
         return Variant(check, guards, call)
 
     def _give_up(self, reason: str) -> None:
@@ -137,7 +145,7 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
     missing = used - set(bindings)
     if missing:
         raise ValueError(f"size symbols no argument gives: {sorted(missing)}")
-    return bindings, ranges, tensors
+    return bindings, ranges, tensors, shape_env
 
 
 def _strides(tensors: list) -> list:

@@ -306,7 +306,7 @@ def floordiv(a, d):
         if d <= 0:
             return Size._make({(Atom("div", (a, d)),): 1})
     quotient, rest = _divide(a, d)
-    if rest == 0:
+    if _is_zero(rest):
         return quotient
     lo, hi = bounds_of(rest, _ranges())
     if lo >= 0 and _proves(d - rest, ">"):
@@ -323,7 +323,7 @@ def modulo(a, d):
     if isinstance(d, int) and d == 1:
         return 0
     _, rest = _divide(a, d)
-    if rest == 0:
+    if _is_zero(rest):
         return 0
     lo, _ = bounds_of(rest, _ranges())
     if lo >= 0 and _proves(d - rest, ">"):
@@ -356,9 +356,14 @@ def divisor_chain(values) -> list | None:
         return None
     order = [v for _, v in sorted(zip(keys, values), key=lambda t: t[0])]
     for a, b in zip(order, order[1:]):
-        if (b % a if not isinstance(a, Size) and not isinstance(b, Size) else _divide(b, a)[1]) != 0:
+        if not _is_zero(b % a if not isinstance(a, Size) and not isinstance(b, Size) else _divide(b, a)[1]):
             return None
     return order
+
+
+def _is_zero(x) -> bool:
+    """Structurally zero (a ``Size`` never is: constants are ints); no decision is made."""
+    return not isinstance(x, Size) and x == 0
 
 
 def _divide(a, d) -> tuple:
@@ -518,8 +523,9 @@ def _require_context(size: Size) -> Context:
 
 def from_sympy(expr):
     """A ``Size`` (or int) from a ShapeEnv expression: symbols, + and *, integer powers,
-    torch's ``FloorDiv`` / ``Mod`` / ``CleanDiv``, and ``Max`` / ``Min`` (decided, so
-    possibly guarded); anything else is a ``TypeError``."""
+    torch's ``FloorDiv`` / ``Mod`` / ``CleanDiv``, ``CeilToInt`` / ``FloorToInt`` of an
+    integer quotient, and ``Max`` / ``Min`` (decided, so possibly guarded); anything else
+    is a ``TypeError``."""
     import sympy
     if expr.is_Integer:
         return int(expr)
@@ -534,6 +540,9 @@ def from_sympy(expr):
     name = type(expr).__name__
     if name in ("Max", "Min"):  # decided by the ranges, else guarded
         return (max if name == "Max" else min)(from_sympy(a) for a in expr.args)
+    if name in ("CeilToInt", "FloorToInt") and type(expr.args[0]).__name__ == "IntTrueDiv":
+        a, b = (from_sympy(x) for x in expr.args[0].args)  # ceil(a / b) = -((-a) // b)
+        return -floordiv(-a, b) if name == "CeilToInt" else floordiv(a, b)
     if name in ("FloorDiv", "CleanDiv"):
         return floordiv(from_sympy(expr.args[0]), from_sympy(expr.args[1]))
     if name in ("Mod", "PythonMod"):

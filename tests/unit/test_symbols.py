@@ -83,6 +83,10 @@ def test_text_in_each_language_and_from_the_shape_env():
         assert repr((s0, 4 * s0)) == "(s0, (4*s0))"
     x, y = sympy.symbols("s0 s1", integer=True, positive=True)
     assert symbols.from_sympy(x * y + 2 * x) == s0 * symbol("s1") + 2 * s0
+    from torch.utils._sympy.functions import CeilToInt, IntTrueDiv
+    ceiling = symbols.from_sympy(CeilToInt(IntTrueDiv(x, 32)))  # SDPA's logsumexp rows
+    for n in (1, 31, 32, 33, 100):
+        assert symbols.value_of(ceiling, {"s0": n}) == -(-n // 32)
 
 
 def test_the_text_is_an_operand_in_any_expression():

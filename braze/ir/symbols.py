@@ -247,6 +247,13 @@ def _times_infinite(size: Size, other: float):
     return _specialize(size) * other
 
 
+def same(a: tuple, b: tuple) -> bool:
+    """Are two tuples of sizes the same expressions? No decision is made: ``(s0, s1)`` and
+    ``(s1, s0)`` differ even when the call's values agree."""
+    return len(a) == len(b) and all(x is y or (type(x) is type(y) and (x.terms == y.terms if isinstance(x, Size)
+                                                                      else x == y)) for x, y in zip(a, b))
+
+
 def is_symbolic(x) -> bool:
     return isinstance(x, Size)
 
@@ -311,6 +318,8 @@ def floordiv(a, d):
     lo, hi = bounds_of(rest, _ranges())
     if lo >= 0 and _proves(d - rest, ">"):
         return quotient
+    if hi < 0 and _proves(rest + d, ">="):  # -d <= rest < 0
+        return quotient - 1
     if not isinstance(rest, Size) and not isinstance(d, Size):
         return quotient + rest // d
     return quotient + Size._make({(Atom("div", (rest, d)),): 1})

@@ -43,7 +43,7 @@ def broadcast_sizes(*shapes) -> tuple:
 def expand_to(tv: TensorValue, sizes) -> Expr:
     """``tv`` read at the output variables of ``sizes`` (right-aligned broadcast)."""
     sizes = tuple(sizes)
-    if tv.sizes == sizes:
+    if symbols.same(tv.sizes, sizes):  # (structurally: the general path below holds for any sizes)
         return tv.expr
     vars_ = out_vars(sizes)
     lead = len(sizes) - len(tv.sizes)

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import braze
+from benchmarks.dynamic_sizes import Block  # LayerNorm, q/k/v, causal SDPA, GELU MLP, residuals
 from braze.runtime import symbolic
-from helpers import Compiled, kernel_source
+from helpers import Compiled
 
 
 def variants(compiled: Compiled) -> list:
@@ -41,30 +42,11 @@ def test_the_guards_name_what_decided_them(backend):
     assert "symbols:" not in str(report)  # a static graph has none
 
 
-class Block(torch.nn.Module):
-    """LayerNorm, q/k/v projections, causal attention, an MLP with GELU and residuals."""
-
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
-        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-                   for z in self.qkv(self.ln1(x)).split(d, -1))
-        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
-
-
 @pytest.mark.parametrize("padded", ["off", "on"])
 def test_a_transformer_block_forward_and_backward_over_sequence_lengths(backend, padded):
     """Also with the matrix products' rows padded (as on the GPU). No decision falls on
     Dynamo's own symbols (``SizeClass.dynamo_guards``): that would narrow the graph."""
-    block = Block()
+    block = Block(d=32)
     g = torch.compile(block, backend="braze", options={"pad_matmul_rows": padded})
     with Compiled() as compiled:
         for t in (5, 7, 11, 13, 29):

@@ -3,8 +3,10 @@
 Takes: symbol names (``s0``: a size of a graph input, as Dynamo's ``ShapeEnv`` names
 it), their ranges, and the values of the call being compiled (hints). Gives: ``Size``,
 an immutable, hashable polynomial over symbols and ``a // d``, ``a % d`` atoms, that the
-compiler computes with as with an ``int``; and ``Context``, the facts and hints in force
-while a graph is compiled (``deciding``), which records every decision made on a size.
+compiler computes with as with an ``int``; ``Context``, the facts and hints in force
+while a graph is compiled (``deciding``), which records every decision made on a size; and
+``sizes_of`` / ``strides_of`` / ``offset_of`` / ``concrete``: traced values (Dynamo's
+``SymInt``s, via ``from_sympy``) as ints or ``Size``s.
 
 A comparison of sizes is a Python ``bool``. When the ranges prove it (``s0 - 1 < s0``;
 ``s0 >= 2`` for a dimension Dynamo made dynamic), that is all. Otherwise the hints
@@ -557,6 +559,19 @@ def from_sympy(expr):
     if name in ("Mod", "PythonMod"):
         return modulo(from_sympy(expr.args[0]), from_sympy(expr.args[1]))
     raise TypeError(f"a size braze cannot represent: {expr} ({name})")
+
+
+def sizes_of(val) -> tuple:
+    """A traced tensor's sizes: ints, or ``Size`` where Dynamo made them symbolic."""
+    return tuple(concrete(n) for n in val.shape)
+
+
+def strides_of(val) -> tuple:
+    return tuple(concrete(n) for n in val.stride())
+
+
+def offset_of(val):
+    return concrete(val.storage_offset())
 
 
 def concrete(value):

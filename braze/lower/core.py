@@ -30,6 +30,7 @@ from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir import symbols
+from braze.ir.symbols import offset_of, sizes_of, strides_of
 from braze.ir.expr import Expr, Op, cast, load, substitute
 from braze.ir.graph import (BufferArg, ComputeNode, ExternNode, Graph, InputNode, Layout,
                             OutputSpec, out_vars)
@@ -538,19 +539,6 @@ def _concrete(value):
     if isinstance(value, torch.SymInt) and not symbols.active():
         raise Unsupported("symbolic size")
     return symbols.concrete(value)
-
-
-def sizes_of(val) -> tuple:
-    """A traced value's sizes: ints, or ``Size`` where Dynamo made them symbolic."""
-    return tuple(symbols.concrete(n) for n in val.shape)
-
-
-def strides_of(val) -> tuple:
-    return tuple(symbols.concrete(n) for n in val.stride())
-
-
-def offset_of(val):
-    return symbols.concrete(val.storage_offset())
 
 
 def _meta_layout(val: torch.Tensor) -> Layout:

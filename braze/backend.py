@@ -210,7 +210,12 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
 
 def _compiled_or_raise(gm: torch.fx.GraphModule, kind: str):
     """braze's compiled graph (boxed, its first call guarded); a failure raises."""
-    compiled = compile_graph(gm, kind)
+    return _announced(compile_graph(gm, kind), gm, kind)
+
+
+def _announced(compiled: CompiledGraph, gm: torch.fx.GraphModule, kind: str):
+    """A compiled graph told to the listeners and the debug output, boxed with its first
+    call guarded."""
     for listener in list(_listeners):
         listener(compiled)
     _debug(compiled)
@@ -334,10 +339,7 @@ def compile_or_fallback(gm: torch.fx.GraphModule, kind: str, visible: int | None
         compiled = compile_graph(gm, kind, visible, args)
     except Exception as exc:  # never crash the user's program, unless strict
         return _fail(gm, kind, exc)
-    for listener in list(_listeners):
-        listener(compiled)
-    _debug(compiled)
-    return guarded(compiled, gm, kind, _report)
+    return _announced(compiled, gm, kind)
 
 
 def _fail(gm, kind: str, exc: Exception):

@@ -410,20 +410,13 @@ class Context:
     its value in the call being compiled; the guards its decisions added."""
     hints: dict
     ranges: dict
-    guards: list = field(default_factory=list)  # (size, op): "size op 0" holds
+    guards: dict = field(default_factory=dict)  # "size op 0" (Python) -> the file:line that decided it
     specialized: list = field(default_factory=list)  # (symbolic size, value, where)
     names: list = field(default_factory=list)  # the symbols, in the order kernels take them
     bindings: dict = field(default_factory=dict)  # symbol -> the wrapper's text that reads it
-    where: dict = field(default_factory=dict)  # guard text -> the file:line that decided it
 
     def add_guard(self, size: "Size", op: str) -> None:
-        text = f"{text_of(size, 'python')} {op} 0"
-        if text not in self.where:
-            self.guards.append((size, op))
-            self.where[text] = _caller()
-
-    def guard_text(self) -> list:
-        return [f"{text_of(s, 'python')} {op} 0" for s, op in self.guards]
+        self.guards.setdefault(f"{text_of(size, 'python')} {op} 0", _caller())
 
 
 @contextlib.contextmanager

@@ -50,7 +50,6 @@ class SizeClass:
 @dataclasses.dataclass
 class Variant:
     check: object  # (args, values) -> bool
-    guards: list  # the guards' text
     call: object  # the boxed compiled graph
 
 
@@ -99,15 +98,14 @@ class Symbolic:
             self.fallback_trace = traceback.format_exc()
             self._give_up(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             return None
-        guards = context.guard_text()
-        check = _checker(list(self.bindings), guards, strides, self.ranges)
+        check = _checker(list(self.bindings), list(context.guards), strides, self.ranges)
         compiled = getattr(call, "compiled", None)
         if compiled is not None:
             traced = [str(g.expr) for g in self.shape_env.guards[before:]] if self.shape_env is not None else []
-            compiled.sizes = SizeClass(dict(context.bindings), dict(context.where),
+            compiled.sizes = SizeClass(dict(context.bindings), dict(context.guards),
                                        [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized],
                                        traced)
-        return Variant(check, guards, call)
+        return Variant(check, call)
 
     def _give_up(self, reason: str) -> None:
         self.fallback_reason = reason

@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from braze.cpu_info import last_level_cache_bytes
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -39,22 +41,6 @@ def _names(text: str) -> frozenset:
 
 def _optional_int(text: str) -> int | None:
     return int(text) if text.strip() else None
-
-
-def _last_level_cache_bytes() -> int:
-    """The largest CPU cache (sysfs; 32 MiB when it cannot be read)."""
-    sizes = []
-    for index in range(8):
-        try:
-            with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as f:
-                text = f.read().strip()
-        except OSError:
-            break
-        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            sizes.append(int(digits) * unit)
-    return max(sizes, default=32 << 20)
 
 
 def _default_cache_dir() -> str:
@@ -146,8 +132,11 @@ KNOBS = (
     Knob("host_cache_min_kb", "BRAZE_HOST_CACHE_MIN_KB", 256, int,
          "CPU: smallest buffer, in KB, that goes through braze's buffer cache (smaller ones stay "
          "with ATen's allocator)"),
+    Knob("huge_pages", "BRAZE_HUGE_PAGES", True, _flag,
+         "CPU: back fresh buffers of 4 MB and more with transparent huge pages (madvise), so that "
+         "writing them faults once per 2 MB instead of once per 4 KB (runtime/pages.py)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
-    Knob("cpp_stream_min_bytes", "BRAZE_CPP_STREAM_MIN_BYTES", _last_level_cache_bytes(), int,
+    Knob("cpp_stream_min_bytes", "BRAZE_CPP_STREAM_MIN_BYTES", last_level_cache_bytes(), int,
          "cpp pointwise and row kernels that move at least this many bytes (default: the last-level "
          "cache size) write their outputs with non-temporal stores, so no line is read before it is "
          "overwritten (x86 only; 0: every such kernel; negative: never)"),

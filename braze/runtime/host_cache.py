@@ -28,6 +28,7 @@ import threading
 import torch
 
 from braze import config
+from braze.runtime import pages
 
 _PAGE = 4096
 
@@ -68,7 +69,7 @@ class HostBufferCache:
                 self.free_bytes -= block
                 return addrs.pop()
             self.misses += 1
-            owner = torch.empty(block, dtype=torch.uint8)
+            owner = pages.advise(torch.empty(block, dtype=torch.uint8))
             self._owners[owner.data_ptr()] = owner
             return owner.data_ptr()
 

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from braze import config
 from braze.ir import symbols
 from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph, InputNode, row_major_strides
-from braze.runtime import host_cache
+from braze.runtime import host_cache, pages
 
 
 @dataclass
@@ -72,7 +72,7 @@ def environment(device: torch.device, kernel_objects: dict) -> dict:
     launchers and constants it names."""
     return {"torch": torch, "aten": torch.ops.aten, "_device": device, "_empty": _allocator(device),
             "_alias": _alias, "_host_scalar": _host_scalar, "_ensure_layout": _ensure_layout,
-            "_aligned_matmul": _aligned_matmul, "_cached_empty": host_cache.CACHE.empty,
+            "_aligned_matmul": _aligned_matmul, "_cached_empty": host_cache.CACHE.empty, "_huge_empty": pages.empty,
             "_DeviceGuard": getattr(torch.cuda, "_DeviceGuard", None), **kernel_objects}
 
 
@@ -198,6 +198,9 @@ class _Writer:
         larger size raises)."""
         if self._reused(name, layout, dtype):
             return f"_cached_empty({layout.sizes!r}, {layout.strides!r}, {dtype}, {layout.storage_numel()})"
+        if self.device.type == "cpu" and symbols.known(layout.storage_numel() * dtype.itemsize, ">=",
+                                                       pages.MIN_BYTES) is not False:
+            return f"_huge_empty({layout.sizes!r}, {layout.strides!r}, {dtype})"  # (runtime/pages.py)
         return f"_empty({layout.sizes!r}, {layout.strides!r}, {dtype})"
 
     def _reused(self, name: str, layout, dtype) -> bool:

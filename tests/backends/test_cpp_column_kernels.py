@@ -74,7 +74,7 @@ def test_column_sum_blocks_for_every_thread():
     with braze.config.patch(num_threads=2):
         compiled = check(lambda x: x.sum(0), torch.randn(512, 2048))
     source = kernel_source(compiled)
-    assert "num_threads(2)" in source and "xb += 1024" in source, source
+    assert "const int b_threads = 2;" in source and "xb += 1024" in source, source
 
 
 @pytest.mark.parametrize("fn", [

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 import braze
 from braze.codegen.cpp.streams import BLOCK, MIN_RUN
+from braze.cpu_info import last_level_cache_bytes
 from helpers import Compiled, check, check_low_precision
 
 
@@ -76,7 +77,7 @@ def test_short_runs_and_small_kernels_keep_plain_stores():
     with streaming():
         compiled = check(lambda x: x.t().contiguous() + 1, torch.randn(MIN_RUN - 1, 3))
     assert "b_stream(" not in sources(compiled)
-    with braze.config.patch(cpp_stream_min_bytes=braze.config._last_level_cache_bytes()):  # the default
+    with braze.config.patch(cpp_stream_min_bytes=last_level_cache_bytes()):  # the default
         compiled = check(lambda x: x * 2, torch.randn(64, 1024))
     assert "b_stream(" not in sources(compiled)
 

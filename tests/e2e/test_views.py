@@ -55,12 +55,14 @@ def test_channels_last(backend):
 
 
 def test_transposes_in_tiles(backend):
-    """Large enough to be tiled: ragged tile edges, two strided loads of different
-    dtypes, integers, a third loop outside the tile, channels-last to contiguous."""
+    """Large enough to be tiled: ragged tile edges (not multiples of 8), two strided loads of
+    different dtypes, integers, a third loop outside the tile, channels-last to contiguous."""
     x, y = rand(200, 130), rand(130, 200)
     d = rand(130, 200, dtype=torch.float64)
     i = torch.randint(-1000, 1000, (130, 200))
     check(lambda x, y, d, i: (x.t() + y, x.t() * d + i, i.t() * 3), x, y, d, i)
+    j = torch.randint(-1000, 1000, (203, 67), dtype=torch.int32)  # 4 bytes: 8x8 register transposes
+    check(lambda j, y: (j.t() * 3, j.t()[:, :64] + y[:67, :64]), j, y)
     p = rand(3, 70, 90)
     check(lambda p: p.permute(0, 2, 1).contiguous().exp() + p.sum(), p)
     c = rand(2, 70, 9, 10).to(memory_format=torch.channels_last)

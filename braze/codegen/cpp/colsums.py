@@ -41,7 +41,7 @@ class ColumnSums:
         """The parallel region and each thread's zeroed partials; returns its indent."""
         k, em = self.kernel, self.kernel.emitter
         for name in self.names.values():
-            em.emit(indent, f"double* {name}_of[{k.threads}];  // each thread's partials")
+            em.emit(indent, f"double* {name}_of[{k.team}];  // each thread's partials")
         em.emit(indent, k.region())
         em.emit(indent, "{")
         inner = em.deeper(indent)

@@ -29,6 +29,9 @@ CTYPES = {
     torch.int64: "int64_t", torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
     torch.uint8: "uint8_t", torch.bool: "bool", dtypes.INDEX: "int64_t",
 }
+# half and bfloat16 are stored as uint16_t and converted by these (codegen/cpp/prelude.py)
+FROM_LOW = {torch.float16: "f16_to_f32", torch.bfloat16: "bf16_to_f32"}
+TO_LOW = {torch.float16: "f32_to_f16", torch.bfloat16: "f32_to_bf16"}
 
 FLOAT_FUNCS = {
     Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1", Op.LOG: "log", Op.LOG2: "log2",
@@ -71,8 +74,8 @@ def literal(value, dtype) -> str:
             text = repr(float(value))
         if dtype is torch.float64:
             return text if math.isfinite(value) else f"((double){text})"  # NAN, INFINITY: float
-        if dtype is torch.bfloat16:
-            return f"f32_to_bf16((float){text})"
+        if dtype in dtypes.LOW_PRECISION:
+            return f"{TO_LOW[dtype]}((float){text})"
         return f"(({ctype(dtype)}){text})"
     if symbols.is_symbolic(value):
         return f"(({ctype(dtype)}){symbols.text_of(value, 'c')})"
@@ -178,12 +181,12 @@ def convert(text: str, source, target) -> str:
         text, source = (f"({text} ? 1.0 : 0.0)", target) if wide else (f"({text} ? 1.0f : 0.0f)", torch.float32)
         if source is target:
             return text
-    if source is torch.bfloat16:
-        text, source = f"bf16_to_f32({text})", torch.float32
+    if source in dtypes.LOW_PRECISION:  # stored as uint16_t: widened by bit arithmetic
+        text, source = f"{FROM_LOW[source]}({text})", torch.float32
         if target is torch.float32:
             return text
-    if target is torch.bfloat16:
-        return f"f32_to_bf16({text if source is torch.float32 else f'(float)({text})'})"
+    if target in dtypes.LOW_PRECISION:
+        return f"{TO_LOW[target]}({text if source is torch.float32 else f'(float)({text})'})"
     if target is torch.bool:
         return f"({text} != 0)"
     return f"(({ctype(target)})({text}))"

@@ -57,15 +57,19 @@ from braze.codegen.cpp.tiles import emit_tiled, tile_var
 from braze.codegen.emitter import CPP_INDENT, Emitter
 from braze.fuse.kernel import KernelPlan, Member
 from braze.fuse.legality import COLUMN, reads_columns
+from braze import config
 from braze.ir import symbols
 from braze.ir.expr import Expr, Op, free_vars, walk
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
 LINE_BYTES = 64  # cache line
+TEAM = "b_threads"  # the C name of a kernel's thread count (``team_size``)
 
 
 class CppKernel:
+    team = TEAM
+
     def __init__(self, plan: KernelPlan, threads: int, lanes: int, nested: bool = False,
                  counter: Iterator[int] | None = None):
         """``nested``: a part of a foreach kernel, inside its parallel region; ``counter``:
@@ -97,7 +101,7 @@ class CppKernel:
 
     def source(self) -> str:
         plan = self.plan
-        head = [f"// {plan.name}: {self.shape}; ops: {', '.join(plan.origins)}", signature(plan)]
+        head = [f"// {plan.name}: {self.shape}; ops: {', '.join(plan.origins)}", signature(plan), team_size()]
         return "\n".join(head + self.body() + ["}"])
 
     def body(self, hoisted: dict | None = None) -> list:
@@ -172,11 +176,11 @@ class CppKernel:
             return self.shared_loop(collapse, simd)
         clause = f" collapse({collapse})" if collapse > 1 else ""
         kind = "parallel for simd" if simd else "parallel for"
-        return f"#pragma omp {kind}{clause} num_threads({self.threads}) schedule(static){self._threads_clause()}"
+        return f"#pragma omp {kind}{clause} num_threads({TEAM}) schedule(static){self._threads_clause()}"
 
     def region(self) -> str:
         """``omp parallel`` opening a region of the kernel's threads (one where work is small)."""
-        return f"#pragma omp parallel num_threads({self.threads}){self._threads_clause()}"
+        return f"#pragma omp parallel num_threads({TEAM}){self._threads_clause()}"
 
     @staticmethod
     def shared_loop(collapse: int, simd: bool = False, nowait: bool = True) -> str:
@@ -506,6 +510,15 @@ def signature(plan: KernelPlan) -> str:
     return f'extern "C" void {plan.name}({", ".join(params)}) {{'
 
 
+def team_size() -> str:
+    """The first line of a kernel: its thread count, read at each call. Unless the knob
+    fixes it, that is ``omp_get_max_threads()``, which in the calling thread is what
+    ``torch.set_num_threads`` set (torch's own ops read it the same way). The count at compile
+    time only guides plan choices (``CppKernel.threads``)."""
+    count = config.num_threads or "omp_get_max_threads()"
+    return f"  const int {TEAM} = {count};"
+
+
 def hoist_invariants(emitter: Emitter, exprs: list, extents: dict) -> dict:
     """Compute once, before any loop, what depends on no loop variable: scalar loads
     and the math on them (Adam's bias corrections, powf of a step count). Returns
@@ -543,10 +556,10 @@ class CppForeach:
     def source(self) -> str:
         plan = self.plan
         em = Emitter(CPP_INDENT, [f"// {plan.name}: foreach of {len(self.parts)}; ops: {', '.join(plan.origins)}",
-                                  signature(plan)], self.counter)
+                                  signature(plan), team_size()], self.counter)
         exprs = [e for part in self.parts for e in part.plan.expressions()]
         hoisted = hoist_invariants(em, exprs, plan.extents)
-        em.emit_lines("  ", [f"#pragma omp parallel num_threads({self.threads})", "{"])
+        em.emit_lines("  ", [f"#pragma omp parallel num_threads({TEAM})", "{"])
         for part in self.parts:
             em.emit("  ", f"// {part.plan.name}: {part.shape}")
             em.emit_lines("  ", part.body(hoisted))

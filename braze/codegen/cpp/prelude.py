@@ -24,13 +24,39 @@ _TEMPLATE = r"""
 
 {VECTOR_MATH}
 typedef uint16_t bf16_t;
-typedef _Float16 f16_t;
+typedef uint16_t f16_t;
 
 BRAZE_INLINE float bf16_to_f32(bf16_t x) { return __builtin_bit_cast(float, (uint32_t)x << 16); }
 BRAZE_INLINE bf16_t f32_to_bf16(float f) {
   uint32_t u = __builtin_bit_cast(uint32_t, f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
   return (bf16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// IEEE half in integer and float arithmetic only, so that GCC vectorizes the conversions at any
+// vector width (it converts _Float16 one element at a time, with or without F16C). Neither
+// direction reads a float denormal, so both hold under flush-to-zero and denormals-are-zero.
+BRAZE_INLINE float f16_to_f32(f16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+  // normal, inf and NaN: exponent rebiased by 112 (by 224 more for inf and NaN, to 255)
+  const uint32_t wide = (em << 13) + (em >= 0x7c00u ? 0x70000000u : 0x38000000u);
+  // subnormal: 0.5 + em * 2^-24 has em as its mantissa; subtracting 0.5 leaves em * 2^-24 exactly
+  const float subnormal = __builtin_bit_cast(float, 0x3f000000u | em) - 0.5f;
+  const uint32_t magnitude = em < 0x400u ? __builtin_bit_cast(uint32_t, subnormal) : wide;
+  return __builtin_bit_cast(float, magnitude | sign);
+}
+BRAZE_INLINE f16_t f32_to_f16(float x) {
+  const uint32_t bits = __builtin_bit_cast(uint32_t, x), sign = (bits >> 16) & 0x8000u;
+  const uint32_t f = bits & 0x7fffffffu;
+  // below 2^-14: adding 0.5 rounds |x| to a multiple of 2^-24 (nearest even), the half subnormal
+  const uint32_t tiny = __builtin_bit_cast(uint32_t, __builtin_bit_cast(float, f) + 0.5f) - 0x3f000000u;
+  // normal: rebias 127 to 15 and round the 13 dropped bits to nearest even
+  const uint32_t normal = (f + 0xc8000fffu + ((f >> 13) & 1u)) >> 13;
+  const uint32_t large = 0x7c00u | ((uint32_t)(f > 0x7f800000u) << 9);  // inf, or NaN (0x7e00, as eager's)
+  // chosen by masks: GCC 12 vectorizes no loop whose selects it narrows to 16 bits
+  const uint32_t is_large = 0u - (uint32_t)(f >= 0x47800000u), is_tiny = 0u - (uint32_t)(f < 0x38800000u);
+  const uint32_t h = (large & is_large) | (tiny & is_tiny) | (normal & ~(is_large | is_tiny));
+  return (f16_t)(h | sign);
 }
 
 // NaN-propagating: a NaN ``a`` is kept; a NaN ``b`` fails the comparison and is taken (one test of
@@ -345,9 +371,47 @@ _HEAD = _TEMPLATE.replace("{VECTOR_MATH}", _vector_math())
 _FLOAT_FMOD_USERS = ("b_fmodf(", "f_mod(", "f_floordiv(")
 
 
+_TRANSPOSE = r"""
+// Tile transposes (codegen/cpp/tiles.py) of 4-byte elements, 8x8 blocks in registers: two
+// rounds of interleaves and one of half swaps, as GCC vector shuffles (unpck/shuf/perm2f128
+// on AVX, pairs of 128-bit shuffles without it). dst[c][r] = src[r][c] for r < rows, c < cols;
+// both arrays are `edge` elements wide.
+typedef uint32_t b_v8u __attribute__((vector_size(32)));
+typedef int32_t b_v8s __attribute__((vector_size(32)));
+typedef uint32_t b_v8u_u __attribute__((vector_size(32), aligned(4)));
+BRAZE_INLINE void b_transpose8(const uint32_t* src, int64_t ss, uint32_t* dst, int64_t ds) {
+  b_v8u r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = *(const b_v8u_u*)(src + i * ss);
+  for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved, element by element
+    t[i] = __builtin_shuffle(r[i], r[i + 1], (b_v8s){0, 8, 1, 9, 4, 12, 5, 13});
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], (b_v8s){2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int i = 0; i < 8; i += 4)  // then by pairs of elements
+    for (int j = 0; j < 2; j++) {
+      r[i + 2 * j] = __builtin_shuffle(t[i + j], t[i + j + 2], (b_v8s){0, 1, 8, 9, 4, 5, 12, 13});
+      r[i + 2 * j + 1] = __builtin_shuffle(t[i + j], t[i + j + 2], (b_v8s){2, 3, 10, 11, 6, 7, 14, 15});
+    }
+  for (int i = 0; i < 4; i++) {  // then by halves
+    *(b_v8u_u*)(dst + i * ds) = __builtin_shuffle(r[i], r[i + 4], (b_v8s){0, 1, 2, 3, 8, 9, 10, 11});
+    *(b_v8u_u*)(dst + (i + 4) * ds) = __builtin_shuffle(r[i], r[i + 4], (b_v8s){4, 5, 6, 7, 12, 13, 14, 15});
+  }
+}
+BRAZE_INLINE void b_transpose_tile32(const void* from, void* to, int64_t edge, int64_t rows, int64_t cols) {
+  const uint32_t* src = (const uint32_t*)from;
+  uint32_t* dst = (uint32_t*)to;
+  const int64_t whole_rows = rows & ~7, whole_cols = cols & ~7;
+  for (int64_t r = 0; r < whole_rows; r += 8)
+    for (int64_t c = 0; c < whole_cols; c += 8) b_transpose8(src + r * edge + c, edge, dst + c * edge + r, edge);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = r < whole_rows ? whole_cols : 0; c < cols; c++) dst[c * edge + r] = src[r * edge + c];
+}
+"""
+
+
 def prelude(kernels_source: str) -> str:
     """The prelude for these kernels: the vector float fmod (a noticeable share of a
-    build's compile time) only where they call it."""
+    build's compile time), streaming stores and tile transposes only where they call them."""
     uses = any(name in kernels_source for name in _FLOAT_FMOD_USERS)
     head = _HEAD.replace("{FLOAT_FMOD}", _VECTOR_FMOD if uses else _SCALAR_FMOD)
-    return head + _STREAM if "b_stream(" in kernels_source else head
+    head += _STREAM if "b_stream(" in kernels_source else ""
+    return head + _TRANSPOSE if "b_transpose_tile32(" in kernels_source else head

@@ -21,8 +21,8 @@ def emit_split(kernel: CppKernel) -> None:
     partial_accs = kernel.accumulators([m for m in plan.members if m.reduce_op])
     for acc in partial_accs:
         for suffix, t, _ in acc.fields():
-            em.emit(inner, f"{t} p_{acc.field(suffix)}[{kernel.threads}];")
-    em.emit(inner, f"#pragma omp parallel num_threads({kernel.threads})")
+            em.emit(inner, f"{t} p_{acc.field(suffix)}[{kernel.team}];")
+    em.emit(inner, f"#pragma omp parallel num_threads({kernel.team})")
     em.emit(inner, "{")
     body = em.deeper(inner)
     em.emit(body, "const int tid = omp_get_thread_num();")

@@ -12,12 +12,16 @@ first copied into a local ``scratch`` array: rows of the tile read contiguously
 (``a`` innermost, vectorized) and written transposed into L1-resident scratch; the
 tile's body then reads scratch contiguously along ``z``, vectorized like the rest
 (wider tiles were faster: docs/benchmarks.md, "CPU kernels").
-Tiles are 64 wide while the scratch arrays fit in 16 KiB (half of L1), else 32.
+Tiles are 64 wide while the scratch arrays fit in the L1 data cache, else 32. A load of
+4-byte elements is copied row by row (contiguous stores) into a second array and transposed
+from there in 8x8 blocks of registers (``b_transpose_tile32`` in the prelude), several times
+faster than storing each element at its transposed place.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from braze import cpu_info
 from braze.codegen.cpp.exprs import ctype
 from braze.ir import simplify as S
 from braze.ir.expr import Op, walk
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
 
 EDGES = (64, 32)  # tile edges, widest first
-SCRATCH_BYTES = 1 << 14  # all scratch arrays of a tile together
+SCRATCH_BYTES = cpu_info.cache_bytes(1, "Data", 32 << 10)  # all scratch arrays of a tile: the L1 data cache
 MIN_TILES = 2  # a tiled loop is at least this many tiles of the smallest edge
 
 
@@ -66,7 +70,7 @@ def _scratch_loads(kernel: CppKernel, a, z) -> list:
 
 def _edge(loads) -> int:
     for edge in EDGES:
-        if sum(e.dtype.itemsize for e in loads) * edge * edge <= SCRATCH_BYTES:
+        if sum(e.dtype.itemsize * (2 if _staged(e) else 1) for e in loads) * edge * edge <= SCRATCH_BYTES:
             return edge
     return EDGES[-1]
 
@@ -110,12 +114,28 @@ def _fill_scratch(kernel: CppKernel, loads: list, a, z, edge: int, indent: str) 
     for k, load in enumerate(loads):
         name = f"{em.fresh('scratch')}_{k}"
         em.emit(indent, f"alignas(64) {ctype(load.dtype)} {name}[{edge}][{edge}];")
+        staged = _staged(load)
+        if staged:
+            em.emit(indent, f"alignas(64) {ctype(load.dtype)} {name}_rows[{edge}][{edge}];")
         em.emit(indent, f"for (int64_t {z.name} = {z.name}b; {z.name} < {z.name}e; {z.name}++) {{")
         em.emit(indent, "  #pragma omp simd")
         em.emit(indent, f"  for (int64_t {a.name} = {a.name}b; {a.name} < {a.name}e; {a.name}++) {{")
         value = kernel.printer(em.deeper(indent, 2))(load)
-        em.emit(indent, f"    {name}[{a.name} - {a.name}b][{z.name} - {z.name}b] = {value};")
+        if staged:
+            em.emit(indent, f"    {name}_rows[{z.name} - {z.name}b][{a.name} - {a.name}b] = {value};")
+        else:
+            em.emit(indent, f"    {name}[{a.name} - {a.name}b][{z.name} - {z.name}b] = {value};")
         em.emit(indent, "  }")
         em.emit(indent, "}")
+        if staged:
+            em.emit(indent, f"b_transpose_tile32({name}_rows, {name}, {edge}, {z.name}e - {z.name}b, "
+                            f"{a.name}e - {a.name}b);")
         preset[id(load)] = f"{name}[{a.name} - {a.name}b][{z.name} - {z.name}b]"
     return preset
+
+
+def _staged(load) -> bool:
+    """Is the load copied row by row (contiguous stores) and then transposed in 8x8 register
+    blocks (``b_transpose_tile32``)? For 4-byte elements; others are stored transposed one
+    by one."""
+    return load.dtype.itemsize == 4

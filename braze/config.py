@@ -52,6 +52,11 @@ KNOBS = (
     # errors and reporting
     Knob("strict", "BRAZE_STRICT", False, _flag,
          "raise on a graph braze cannot compile (naming op, shapes, dtypes) instead of running it eagerly"),
+    Knob("strict_ops", "BRAZE_STRICT_OPS", False, _flag,
+         "with strict: also raise for a single op braze would run through ATen (no rule, a rule that "
+         "declines its arguments, a dtype braze does not generate), not only for a graph it cannot "
+         "compile; the ops of fallback_ops and the matrix products and convolutions braze always "
+         "hands to ATen are not counted"),
     Knob("runtime_checks", "BRAZE_RUNTIME_CHECKS", True, _flag,
          "raise as eager raises for an index out of range (gather, index, index_select, embedding, "
          "scatters, index_put) and an integer division by zero on the CPU; off is unsafe: such an "

@@ -214,15 +214,18 @@ class Lowerer:
                                 f"{_traced_sizes(node)}); braze compiles fixed sizes, so the graph runs through "
                                 "ATen", describe_inputs(node))
         rule = LOWERINGS.get(target)
+        why = "braze has no rule for it" if rule is None else "its dtypes are not generated"
         if rule is not None and not _disabled(target) and _dtypes_supported(node):
             try:
                 return _checked_shape(node, rule(self, *args, **kwargs))
-            except Unsupported:
-                pass
+            except Unsupported as exc:
+                why = f"its rule declined these arguments ({exc})" if str(exc) else "its rule declined these arguments"
             except (LoweringError, KeyboardInterrupt):
                 raise
             except Exception as exc:  # a bug in a rule: name the op and its inputs
                 raise LoweringError(target, f"{type(exc).__name__}: {exc}", describe_inputs(node)) from exc
+        if config.strict and config.strict_ops and not _disabled(target):
+            raise LoweringError(target, f"it would run through ATen: {why} (strict_ops)", describe_inputs(node))
         return self.extern(target, args, kwargs, fallback=True)
 
     def _with_effects(self, args, kwargs):

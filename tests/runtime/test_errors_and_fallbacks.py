@@ -2,7 +2,9 @@
 ``BrazeError`` naming the op, its shapes and dtypes (strict) or one warning and an eager
 run (not strict); an op whose output size depends on its input's values is refused by
 name; ops without a lowering, or forced out by ``fallback_ops``, run through ATen inside
-the compiled graph, and a view such a call returns keeps its base's storage alive."""
+the compiled graph, and a view such a call returns keeps its base's storage alive; under
+``strict_ops`` (with ``strict``) such a per-op fallback is an error too, but not one the
+user asked for with ``fallback_ops``."""
 import warnings
 
 import pytest
@@ -102,3 +104,30 @@ def test_a_view_returned_by_aten_keeps_its_base_alive():
     with braze.config.patch(fallback_ops=frozenset({"aten.permute"})):
         compiled = check(lambda x, y, w: x.exp().permute(1, 0) + y.sin() @ w, x, y, w)
     assert compiled.graphs[0].fallbacks == ["aten.permute.default"]
+
+
+def _kth(x):
+    return torch.kthvalue(x, 2)[0] + 1  # kthvalue has no rule: one ATen call in the graph
+
+
+def test_strict_ops_rejects_a_per_op_fallback_strict_alone_does_not():
+    x = torch.randn(8, 16)
+    with braze.config.patch(strict=True):
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(_kth, backend="braze")(x), _kth(x))
+        assert braze.explain(_kth, x).fallbacks == ["aten.kthvalue.default"]
+    with braze.config.patch(strict=True, strict_ops=True):
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as info:
+            torch.compile(_kth, backend="braze")(x)
+    text = str(info.value)
+    assert "BrazeError" in text and "aten.kthvalue.default" in text and "f32[8, 16]" in text
+    assert "no rule" in text
+
+
+def test_strict_ops_leaves_the_ops_the_user_sends_to_aten():
+    x = torch.randn(8, 16)
+    with braze.config.patch(strict=True, strict_ops=True, fallback_ops=frozenset({"aten.exp"})):
+        torch._dynamo.reset()
+        fn = lambda x: x.exp() * 2  # noqa: E731
+        torch.testing.assert_close(torch.compile(fn, backend="braze")(x), fn(x))

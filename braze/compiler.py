@@ -30,6 +30,7 @@ from braze.ir.expr import clear_intern_table
 from braze.ir.graph import ERROR_RECORD, ComputeNode, ExternNode, Graph, InputNode
 from braze.lower import graph_device, lower
 from braze.lower.core import constant_on
+from braze.lower.in_place import scatter_in_place
 from braze.lower.layouts import choose_layouts
 from braze.runtime import graph_cache
 from braze.runtime.checks import Checks
@@ -140,6 +141,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     t = time.perf_counter()
     target = target_for(graph_device(gm))
     graph, fallbacks = lower(gm, target, keep_padding=kind != "backward", group_matmuls=kind == "inference")
+    scatter_in_place(graph, gm)
     restrided = restrided or kind == "forward" and any(visible is None or k >= visible
                                                        for k in graph.padded_outputs)
     timings["lower"] = _lap(t)
@@ -171,7 +173,8 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
                  for p in plans],
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
-        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and not n.is_scatter for n in graph.nodes),
+        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and isinstance(graph.producer(n.mutates), InputNode)
+                           for n in graph.nodes),
         host_traffic=_host_traffic(graph), checks=list(graph.checks))
     compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
                              fx=gm, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)

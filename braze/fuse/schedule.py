@@ -87,20 +87,26 @@ class Scheduler:
     # ------------------------------------------------------------------ graph
 
     def _link(self) -> None:
-        """Edges: reads of a produced buffer, reads of an input before its overwrite, and
-        reads of a scatter's target after the scatter."""
-        writers = {g.nodes[0].mutates: g for g in self.groups if not g.extern and g.nodes[0].mutates}
+        """Edges: reads of a produced buffer, and reads of a buffer written in place in
+        program order: after the scatters into it that precede the read (the scattered
+        result; several scatters into one buffer run in order), before a later scatter and
+        before a copy into an input (the old value)."""
+        writers: dict = {}
+        for g in self.groups:
+            if not g.extern and g.nodes[0].mutates:
+                writers.setdefault(g.nodes[0].mutates, []).append(g)
         for g in self.groups:
             for name in g.nodes[0].reads():
                 producer = self.group_of.get(name)
                 if producer is not None and producer is not g:
                     self._edge(producer, g)
-                writer = writers.get(name)
-                if writer is not None and writer is not g:
-                    if writer.nodes[0].is_scatter:
-                        self._edge(writer, g)  # the scattered result
+                for writer in writers.get(name, ()):
+                    if writer is g:
+                        continue
+                    if writer.nodes[0].is_scatter and self.rank[writer.nodes[0].name] < self.rank[g.nodes[0].name]:
+                        self._edge(writer, g)
                     else:
-                        self._edge(g, writer)  # read the old value before it is overwritten
+                        self._edge(g, writer)
 
     def _edge(self, a: Group, b: Group) -> None:
         a.succs.add(b)

@@ -129,7 +129,8 @@ KNOBS = (
               "division under a select; the -fno-builtin flags stop GCC from merging sin and cos into a "
               "scalar sincos call that does not vectorize)"),
     Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
-         "OpenMP threads for cpp kernels (default: torch.get_num_threads())"),
+         "OpenMP threads for cpp kernels (default: torch.get_num_threads() of the calling thread, "
+         "read at each call)"),
     Knob("host_cache_mb", "BRAZE_HOST_CACHE_MB", 512, int,
          "CPU: MB of freed CPU buffers braze keeps for reuse by the next call (0: off): intermediates, "
          "gradients and saved activations, not the outputs the user holds; a training step then writes "

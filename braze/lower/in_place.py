@@ -28,6 +28,7 @@ import dataclasses
 
 import torch
 
+from braze.ir import symbols
 from braze.ir.expr import Op, load, rewrite
 from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode, out_vars
 
@@ -88,10 +89,11 @@ def _copied(graph: Graph, node):
     if body.op is not Op.LOAD or body.args != out_vars(node.sizes) or body.dtype != node.dtype:
         return None
     source = graph.producer(body.arg)
-    if isinstance(source, ExternNode) or source.sizes != node.sizes or source.dtype != node.dtype:
+    if isinstance(source, ExternNode) or not symbols.same(source.sizes, node.sizes) or source.dtype != node.dtype:
         return None
-    layout, own = graph.layout_of(body.arg), node.layout
-    if layout is None or own is None or layout.strides != own.strides or layout.offset != own.offset:
+    layout, own = graph.layout_of(body.arg), node.layout  # (compared as expressions: no size guard)
+    if layout is None or own is None or not symbols.same(tuple(layout.strides) + (layout.offset,),
+                                                         tuple(own.strides) + (own.offset,)):
         return None
     if isinstance(source, InputNode) and (source.storage_offset or source.elsewhere or source.host_scalar):
         return None

@@ -46,7 +46,7 @@ class HostBufferCache:
         """Like ``torch.empty_strided`` on the CPU; ``numel``: the elements its storage spans.
         A buffer under ``host_cache_min_kb`` (a symbolic size that came out small) is ATen's."""
         if config.host_cache_mb <= 0 or numel * dtype.itemsize < config.host_cache_min_kb * 1024:
-            return _aten_empty(sizes, strides, dtype)
+            return pages.aten_empty(sizes, strides, dtype)
         block = -(-numel * dtype.itemsize // _PAGE) * _PAGE
         lease = self._lease_type(block).from_address(self._take(block))
         flat = torch.frombuffer(lease, dtype=dtype, count=numel)
@@ -96,8 +96,6 @@ class HostBufferCache:
 
 
 _FAST = getattr(torch._C._dynamo, "guards", None)
-_aten_empty = getattr(_FAST, "_empty_strided_cpu", None) or (
-    lambda sizes, strides, dtype: torch.empty_strided(sizes, strides, dtype=dtype))
 _alias = getattr(_FAST, "_reinterpret_tensor", None) or (
     lambda t, sizes, strides, offset: t.as_strided(sizes, strides, t.storage_offset() + offset))
 

@@ -57,10 +57,11 @@ def advise(t: torch.Tensor) -> torch.Tensor:
 
 
 _FAST = getattr(torch._C._dynamo, "guards", None)
-_aten_empty = getattr(_FAST, "_empty_strided_cpu", None) or (
+# ``torch.empty_strided`` on the CPU through torch's C helper (no Python argument parsing)
+aten_empty = getattr(_FAST, "_empty_strided_cpu", None) or (
     lambda sizes, strides, dtype: torch.empty_strided(sizes, strides, dtype=dtype))
 
 
 def empty(sizes, strides, dtype: torch.dtype) -> torch.Tensor:
-    """``torch.empty_strided`` on the CPU, on huge pages where the buffer is large enough."""
-    return advise(_aten_empty(sizes, strides, dtype))
+    """``aten_empty``, on huge pages where the buffer is large enough."""
+    return advise(aten_empty(sizes, strides, dtype))

@@ -43,6 +43,12 @@ def _optional_int(text: str) -> int | None:
     return int(text) if text.strip() else None
 
 
+def _rounding(text: str) -> str:
+    if text not in ("discontinuous", "every_op"):
+        raise ValueError("expected 'discontinuous' or 'every_op'")
+    return text
+
+
 def _default_cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "braze")
@@ -96,6 +102,11 @@ KNOBS = (
          "run rand, randn, randint, bernoulli, uniform, normal, exponential and dropout through ATen, giving "
          "eager's numbers from the same seed (off: drawn inside the fused kernels by Philox4x32-10, "
          "one counter per four uniforms)"),
+    Knob("low_precision_rounding", "BRAZE_LOW_PRECISION_ROUNDING", "discontinuous", _rounding,
+         "bf16/fp16 intermediates inside a kernel: 'discontinuous' keeps them in float32 and rounds "
+         "one to its dtype where eager's rounding can change a result (round, floor, ceil, trunc, "
+         "comparisons, integer division, casts to integer or bool, argmax); 'every_op' rounds after "
+         "every op as eager does (bit-for-bit closer, slower)"),
     Knob("symbolic_sizes", "BRAZE_SYMBOLIC_SIZES", True, _flag,
          "compile graphs with symbolic sizes once per size class, sizes passed to the kernels "
          "(off: once per concrete shape)"),

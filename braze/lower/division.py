@@ -17,7 +17,7 @@ from braze.ir import dtypes
 from braze.ir.expr import Expr, Op, binary, checked, const, rounded_mul, unary, where
 from braze.lower.checks import check_site
 from braze.lower.core import TensorValue, is_host_scalar, register
-from braze.lower.pointwise import add, c, div, mul, pointwise, promote, sub
+from braze.lower.pointwise import add, c, div, eager_rounded, mul, pointwise, promote, reads_as_stored, sub
 
 aten = torch.ops.aten
 
@@ -29,6 +29,8 @@ def _div(ctx, a, b):
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div_mode(ctx, a, b, rounding_mode=None):
+    if rounding_mode is not None:  # (rounded: discontinuous)
+        a, b = eager_rounded(ctx, a), eager_rounded(ctx, b)
     if rounding_mode is None:
         fn = _times_reciprocal if _reciprocal_divisor(ctx, a, b) else div
         return pointwise(ctx, fn, a, b, kind=Kind.INT_TO_FLOAT)
@@ -40,6 +42,7 @@ def _div_mode(ctx, a, b, rounding_mode=None):
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)
+@reads_as_stored
 def _floor_divide(ctx, a, b):
     if not isinstance(b, TensorValue) and _reciprocal_divisor(ctx, a, b):
         return pointwise(ctx, _floordiv_by_reciprocal, a, b)
@@ -102,10 +105,12 @@ def _floordiv_by_reciprocal(x: Expr, b: Expr) -> Expr:
 
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
+@reads_as_stored
 def _remainder(ctx, a, b):
     return pointwise(ctx, lambda x, y: binary(Op.MOD, x, divisor(ctx, y)), a, b)
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar)
+@reads_as_stored
 def _fmod(ctx, a, b):
     return pointwise(ctx, lambda x, y: binary(Op.FMOD, x, divisor(ctx, y)), a, b)

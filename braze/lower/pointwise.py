@@ -8,17 +8,20 @@ computed in float32 and rounded once when stored.
 """
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 from functools import lru_cache
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
+from braze import config
 from braze.ir import dtypes
 from braze.ir import symbols
-from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, unary, where
-from braze.ir.graph import ExternNode, InputNode, out_vars
+from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, loads, unary, where
+from braze.ir.graph import ComputeNode, ExternNode, InputNode, out_vars
 from braze.lower.core import TensorValue, Unsupported, register, sizes_of
 
 aten = torch.ops.aten
@@ -96,7 +99,61 @@ def finish(ctx, body: Expr, result, sizes) -> TensorValue:
     keep_wide = result in dtypes.LOW_PRECISION and body.dtype is torch.float32
     if body.dtype != result and not keep_wide:
         body = cast(body, result)
+    elif keep_wide and config.low_precision_rounding == "every_op":
+        body = cast(cast(body, result), torch.float32)
     return ctx.compute(result, sizes, body)
+
+
+def eager_rounded(ctx, value):
+    """``value`` as eager computes it: a bf16/fp16 intermediate rounded to its dtype, and so
+    is every bf16/fp16 op on its way from the last stored values.
+
+    braze keeps such values in float32 inside a kernel (rounding once, when stored), which
+    changes nothing a continuous consumer computes but can change what a discontinuous one
+    does: ``round(x / 0.05)`` lands on the other integer, a comparison flips (``amin``'s
+    backward compares the saved, rounded minimum with the input recomputed in the
+    backward), a float16 value past 65504 is not yet infinite. Rules of such consumers read
+    their operands through ``reads_as_stored``. A graph input or an ATen result is stored
+    already and comes back as it is."""
+    if not isinstance(value, TensorValue):
+        return value
+    expr = value.expr
+    if expr.op is Op.LOAD and isinstance(ctx.graph.producer(expr.arg), (InputNode, ExternNode)):
+        return value
+    _round_each_op(ctx.graph, expr)
+    if value.dtype not in dtypes.LOW_PRECISION or \
+            expr.op is Op.CAST and expr.arg != "store" and expr.args[0].dtype is torch.float32:
+        return value  # not rounded, or rounded already
+    return TensorValue(value.dtype, value.sizes, cast(cast(expr, torch.float32), value.dtype))
+
+
+_WALKED = weakref.WeakKeyDictionary()  # per graph: the nodes _round_each_op has been through
+
+
+def _round_each_op(graph, expr: Expr) -> None:
+    """Round the result of every bf16/fp16 pointwise node on the way to ``expr`` from the
+    last stored values (inputs, ATen results, reductions), through nodes of other dtypes
+    (a float32 upcast), as ``low_precision_rounding="every_op"`` would."""
+    walked = _WALKED.setdefault(graph, set())
+    pending = [ld.arg for ld in loads(expr)]
+    while pending:
+        name = pending.pop()
+        node = graph.producer(name)
+        if name in walked or not isinstance(node, ComputeNode) or node.is_reduction or node.is_scatter \
+                or node.is_scan:
+            continue
+        walked.add(name)
+        if node.dtype in dtypes.LOW_PRECISION and node.body.dtype is torch.float32:
+            node.body = cast(cast(node.body, node.dtype), torch.float32)
+        pending.extend(ld.arg for ld in loads(node.body))
+
+
+def reads_as_stored(rule):
+    """``rule`` with its tensor operands rounded as eager stores them (``eager_rounded``)."""
+    @functools.wraps(rule)
+    def discontinuous(ctx, *args, **kwargs):
+        return rule(ctx, *(eager_rounded(ctx, a) for a in args), **kwargs)
+    return discontinuous
 
 
 def c(value, like: Expr) -> Expr:
@@ -133,7 +190,7 @@ def _unary_rule(op: Op, kind):
 for _packet, _op in FLOAT_UNARY.items():
     register(_packet.default)(_unary_rule(_op, Kind.INT_TO_FLOAT))
 for _packet, _op in PREDICATES.items():
-    register(_packet.default)(_unary_rule(_op, Kind.ALWAYS_BOOL))
+    register(_packet.default)(reads_as_stored(_unary_rule(_op, Kind.ALWAYS_BOOL)))
 
 
 @register(aten.rsqrt.default)
@@ -151,6 +208,7 @@ def _rsqrt_on(ctx):
 
 
 def _rounding_rule(op: Op):
+    @reads_as_stored
     def rule(ctx, x):
         if not dtypes.is_float(x.dtype):
             return pointwise(ctx, lambda v: v, x)
@@ -170,6 +228,7 @@ def _polygamma(ctx, n, x):
 
 
 @register(aten.round.decimals)
+@reads_as_stored
 def _round_decimals(ctx, x, decimals=0):
     """Eager's ``nearbyint(x * 10^d) / 10^d`` (``nearbyint(x / 10^-d) * 10^-d`` for d < 0)."""
     if not dtypes.is_float(x.dtype):
@@ -199,6 +258,7 @@ def _abs(ctx, x):
 
 
 @register(aten.sign.default, aten.sgn.default)
+@reads_as_stored
 def _sign(ctx, x):
     return pointwise(ctx, lambda v: v if v.dtype is torch.bool else unary(Op.SIGN, v), x)
 
@@ -211,12 +271,14 @@ def _bitwise_not(ctx, x):
 
 
 @register(aten.logical_not.default)
+@reads_as_stored
 def _logical_not(ctx, x):
     return pointwise(ctx, lambda v: unary(Op.LOGICAL_NOT, truthy(v)), x, kind=Kind.ALWAYS_BOOL,
                      compute=x.dtype if dtypes.compute_dtype(x.dtype) == x.dtype else torch.float32)
 
 
 @register(aten.isfinite.default)
+@reads_as_stored
 def _isfinite(ctx, x):
     if not dtypes.is_float(x.dtype):
         return pointwise(ctx, lambda v: const(True, torch.bool), x, kind=Kind.ALWAYS_BOOL)
@@ -224,6 +286,7 @@ def _isfinite(ctx, x):
 
 
 @register(aten.frac.default)
+@reads_as_stored
 def _frac(ctx, x):
     return pointwise(ctx, lambda v: sub(v, unary(Op.TRUNC, v)), x)
 
@@ -278,8 +341,22 @@ def truthy(v: Expr) -> Expr:
 
 # ----------------------------------------------------------------------------- binary
 
+def _cpu_scalar_rounded(ctx, value, alpha):
+    """A number added to or subtracted from a bf16/fp16 tensor as eager's CPU kernels take
+    it: rounded to the tensor's dtype (``x - 1e-5`` subtracts bf16's 1.0014e-05, ``x + 257``
+    adds 256; CUDA's kernels, and CPU ``mul``/``div``, use the number as given)."""
+    out = ctx.out
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if alpha != 1 or not number or not isinstance(out, torch.Tensor) or out.device.type != "cpu" \
+            or out.dtype not in dtypes.LOW_PRECISION:
+        return value
+    return torch.tensor(value, dtype=torch.float64).to(out.dtype).item()
+
+
 @register(aten.add.Tensor, aten.add.Scalar)
 def _add(ctx, a, b, alpha=1):
+    a, b = _cpu_scalar_rounded(ctx, a, alpha), _cpu_scalar_rounded(ctx, b, alpha)
+
     def fn(x, y):
         if x.dtype is not torch.bool:
             return add(x, _scaled(y, alpha))
@@ -289,6 +366,7 @@ def _add(ctx, a, b, alpha=1):
 
 @register(aten.sub.Tensor, aten.sub.Scalar)
 def _sub(ctx, a, b, alpha=1):
+    a, b = _cpu_scalar_rounded(ctx, a, alpha), _cpu_scalar_rounded(ctx, b, alpha)
     return pointwise(ctx, lambda x, y: sub(x, _scaled(y, alpha)), a, b)
 
 
@@ -300,6 +378,7 @@ def _fma(ctx, a, b, c):
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
 def _rsub(ctx, a, b, alpha=1):
+    a, b = _cpu_scalar_rounded(ctx, a, alpha), _cpu_scalar_rounded(ctx, b, alpha)
     return pointwise(ctx, lambda x, y: sub(y, _scaled(x, alpha)), a, b)
 
 
@@ -385,23 +464,10 @@ COMPARE = {aten.eq: Op.EQ, aten.ne: Op.NE, aten.lt: Op.LT, aten.le: Op.LE, aten.
 
 
 def _compare_rule(op: Op):
+    @reads_as_stored
     def rule(ctx, a, b):
-        return pointwise(ctx, lambda x, y: binary(op, as_stored(ctx, a, x), as_stored(ctx, b, y)), a, b,
-                         kind=Kind.ALWAYS_BOOL)
+        return pointwise(ctx, lambda x, y: binary(op, x, y), a, b, kind=Kind.ALWAYS_BOOL)
     return rule
-
-
-def as_stored(ctx, value, operand: Expr) -> Expr:
-    """``operand`` (``value`` read in a compute dtype) as eager reads it: a bf16/fp16 tensor
-    rounded to its dtype. braze keeps such a value in float32 within a kernel, which a
-    comparison must not see: ``amin``'s backward compares the saved (stored, rounded)
-    minimum with the input recomputed in the backward, and an unrounded input matched
-    nothing (a gradient of 0 / 0). (A graph input or an ATen result is stored already.)"""
-    if not (isinstance(value, TensorValue) and value.dtype in dtypes.LOW_PRECISION and operand.dtype != value.dtype):
-        return operand
-    if value.expr.op is Op.LOAD and isinstance(ctx.graph.producer(value.expr.arg), (InputNode, ExternNode)):
-        return operand
-    return cast(cast(operand, value.dtype), operand.dtype)
 
 
 for _packet, _op in COMPARE.items():
@@ -428,6 +494,7 @@ LOGICAL = {aten.logical_and: Op.AND, aten.logical_or: Op.OR, aten.logical_xor: O
 
 
 def _logical_rule(op: Op):
+    @reads_as_stored
     def rule(ctx, a, b):
         return pointwise(ctx, lambda x, y: binary(op, truthy(x), truthy(y)), a, b,
                          kind=Kind.ALWAYS_BOOL)
@@ -508,6 +575,8 @@ def convert(ctx, x: TensorValue, dtype, sizes=None) -> TensorValue:
     if not dtypes.is_supported(dtype):
         raise Unsupported(f"conversion to {dtype}")
     sizes = x.sizes if sizes is None else tuple(sizes)
+    if not dtypes.is_float(dtype):  # (to an integer or bool: discontinuous)
+        x = eager_rounded(ctx, x)
     body = expand_to(x, sizes)
     if dtype is torch.bool:
         body = truthy(cast(body, dtypes.compute_dtype(x.dtype)))

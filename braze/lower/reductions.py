@@ -17,7 +17,7 @@ from braze.ir import symbols
 from braze.ir.expr import Op, binary, cast, const, index, unary
 from braze.ir.graph import ReduceOp, Reduction, out_vars, reduce_vars
 from braze.lower.core import TensorValue, Unsupported, register
-from braze.lower.pointwise import finish, truthy
+from braze.lower.pointwise import eager_rounded, finish, truthy
 from braze.lower.views import norm_dim
 
 aten = torch.ops.aten
@@ -154,6 +154,7 @@ def _min_dim(ctx, x, dim, keepdim=False):
 
 
 def _arg(ctx, x, dim, keepdim, op):
+    x = eager_rounded(ctx, x)  # (ties and order as eager sees them)
     body = torch.uint8 if x.dtype is torch.bool else dtypes.compute_dtype(x.dtype)  # bool: compared as 0/1
     if dim is None:
         from braze.lower.views import reshape
@@ -176,6 +177,7 @@ def _argmin(ctx, x, dim=None, keepdim=False):
 
 
 def _logical(ctx, x, dims, keepdim, op):
+    x = eager_rounded(ctx, x)  # (a float16 1e-8 is 0)
     body_x = TensorValue(torch.bool, x.sizes, truthy(cast(x.expr, dtypes.compute_dtype(x.dtype))))
     out = _out_dtype(ctx, torch.bool)
     result = reduce(ctx, body_x, dims, keepdim, op, torch.bool)

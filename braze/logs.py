@@ -6,10 +6,10 @@ after the package that speaks, so that ``TORCH_LOGS`` (which accepts module name
 standard handlers and levels select them:
 
     braze.compiler  INFO   one line per compiled graph; notes on a graph (a native fast path)
+                    DEBUG  a graph loaded from the graph cache
     braze.backend   INFO   a graph run eagerly, and why (also a warning, once per message)
     braze.fuse      DEBUG  kernels, inlining decisions, every considered fusion
     braze.codegen   DEBUG  generated source and wrapper; C++ compiler runs and their times
-    braze.runtime   DEBUG  graph cache and trace cache hits
 
 ``follow_debug_knob()`` maps the knob onto levels, as the knob has always meant: 1 sets
 ``braze`` to INFO, 2 to DEBUG but ``braze.codegen`` to INFO, 3 everything to DEBUG; back

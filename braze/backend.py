@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import warnings
 
 import torch
@@ -31,7 +32,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.utils.checkpoint import CheckpointPolicy
 
-from braze import config
+from braze import config, logs
 from braze.codegen import target_for
 from braze.compiler import CompiledGraph, compile_graph, load_cached
 from braze.debug.explain import Report
@@ -42,6 +43,7 @@ from braze.runtime import trace_cache
 from braze.runtime.guard import guarded
 
 aten = torch.ops.aten
+log = logging.getLogger(__name__)
 _warned: set = set()
 _listeners: list = []  # callables receiving each CompiledGraph or failure (see Recording)
 
@@ -134,6 +136,7 @@ def _from_trace_cache(key: str, gm: torch.fx.GraphModule):
         return None
     for listener in list(_listeners):
         listener(compiled)
+    _debug(compiled)
     call = guarded(compiled, gm, "inference", _report)  # a failing first run falls back to Dynamo's graph
     if entry.disable_autocast:  # as AOTAutograd runs it: the graph holds its casts
         def forward(*args):
@@ -353,10 +356,12 @@ def _fail(gm, kind: str, exc: Exception):
 
 
 def _report(kind: str, message: str) -> None:
-    """A graph runs eagerly: warn once per message, and tell the listeners."""
+    """A graph runs eagerly: warn once per message, log it each time, and tell the listeners."""
+    text = f"braze: running {'an' if kind[:1] in 'aeiou' else 'a'} {kind} graph eagerly: {message}"
+    log.info("%s", text)
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(f"braze: running a {kind} graph eagerly: {message}", stacklevel=3)
+        warnings.warn(text, stacklevel=3)
     for listener in list(_listeners):
         listener(("failed", kind, message))
 
@@ -381,7 +386,7 @@ def _has_symbolic_sizes(gm) -> bool:
 
 
 def _debug(compiled: CompiledGraph) -> None:
-    if not (config.debug or config.debug_dir):
+    if not (config.debug or config.debug_dir or logs.enabled()):
         return
     from braze.debug.dump import dump
     dump(compiled)

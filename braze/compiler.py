@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import logging
 import time
 from dataclasses import dataclass
 
 import torch
 
-from braze import config
+from braze import config, progress
 from braze.codegen import target_for
 from braze.fuse.inline import inline
 from braze.fuse.kernel import foreach_plan, plan_kernel
@@ -37,6 +38,7 @@ from braze.runtime.checks import Checks
 from braze.runtime.wrapper import Step, environment, generate
 
 _graph_ids = itertools.count()
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -99,6 +101,11 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = Non
     """Compile ``gm``. ``visible``: how many leading outputs the user sees (they keep
     eager's strides; None: all). ``args``: real arguments whose strides to compile for."""
     name = f"graph{next(_graph_ids)}"
+    with progress.tracking(f"{name} ({kind})"):
+        return _compile_graph(name, gm, kind, visible, args)
+
+
+def _compile_graph(name: str, gm: torch.fx.GraphModule, kind: str, visible, args) -> CompiledGraph:
     timings = {}
     t = time.perf_counter()
     restrided = choose_layouts(gm, visible, args)
@@ -110,7 +117,9 @@ def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = Non
         entry = graph_cache.load(key) if key else None
         timings["graph cache"] = _lap(t)
         if entry is not None:
+            progress.stage("loading from the graph cache")
             compiled = _from_entry(name, kind, gm, entry, timings)
+            log.debug("%s (%s): loaded from the graph cache", name, kind)
             compiled.cache_key = key
             return compiled
     compiled, entry = _compile(name, kind, gm, visible, restrided, timings)
@@ -155,6 +164,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     steps, plans = _steps(graph, sched, target.supports_foreach)
     timings["plan"] = _lap(t)
     t = time.perf_counter()
+    progress.total(len(plans))
     built = target.compile(plans)
     timings["codegen+build"] = _lap(t)
     for step in steps:

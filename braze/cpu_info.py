@@ -21,13 +21,18 @@ def _caches() -> tuple:
     for index in range(8):
         base = f"/sys/devices/system/cpu/cpu0/cache/index{index}/"
         try:
-            level, kind, size = (open(base + name).read().strip() for name in ("level", "type", "size"))
+            level, kind, size = (_read(base + name) for name in ("level", "type", "size"))
         except OSError:
             break
         digits = size.rstrip("KMG")
         if level.isdigit() and digits.isdigit():
             found.append((int(level), kind, int(digits) * _UNITS.get(size[-1:], 1)))
     return tuple(found)
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
 
 
 def cache_bytes(level: int, kind: str, default: int) -> int:

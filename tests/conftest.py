@@ -1,12 +1,23 @@
 """Shared fixtures: a fresh Dynamo per test, a seed per test, strict braze with bounds-checked
-Triton kernels, and the backend matrix."""
+Triton kernels, and the backend matrix; a compile cache of the run's own, and pytest's log
+capture kept off torch's structured trace log."""
+import logging
 import os
+import shutil
+import tempfile
 import zlib
 
 import pytest
-import torch
 
-import braze
+# The tests never fill the user's cache: without BRAZE_CACHE_DIR they get a private temporary
+# one (set before braze is imported, which reads it, and inherited by the processes tests start).
+_OWN_CACHE = None if os.environ.get("BRAZE_CACHE_DIR") else tempfile.mkdtemp(prefix="braze-tests-")
+if _OWN_CACHE:
+    os.environ["BRAZE_CACHE_DIR"] = _OWN_CACHE
+
+import torch  # noqa: E402
+
+import braze  # noqa: E402
 
 BACKENDS = ["cpp"]
 # The Triton variant runs Triton's interpreter on CPU tensors (about 2 minutes for the
@@ -58,3 +69,40 @@ def backend(request, monkeypatch):
         monkeypatch.setenv("TRITON_INTERPRET", "1")
     with braze.config.patch(cpu_backend=request.param):
         yield request.param
+
+
+def pytest_sessionfinish(session):
+    if _OWN_CACHE:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+
+
+# pytest adds its capture handlers to every logger that does not propagate, torch's structured
+# trace log ("torch.__trace", always at DEBUG) among them. With a handler there torch builds
+# every trace record of every compile, and a failing test prints thousands of empty
+# "DEBUG torch.__trace" lines. Each test phase takes pytest's off again (torch's own stay:
+# TORCH_TRACE still works).
+_TRACE_LOG = logging.getLogger("torch.__trace")
+
+
+def _detach_from_trace_log():
+    for handler in list(_TRACE_LOG.handlers):
+        if type(handler).__module__.startswith("_pytest"):
+            _TRACE_LOG.removeHandler(handler)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_setup(item):
+    _detach_from_trace_log()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_call(item):
+    _detach_from_trace_log()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    _detach_from_trace_log()
+    return (yield)

@@ -1,15 +1,18 @@
-"""Debug output for one compiled graph (``BRAZE_DEBUG``, ``BRAZE_DEBUG_DIR``).
+"""Debug output for one compiled graph (``BRAZE_DEBUG``, ``BRAZE_DEBUG_DIR``, ``TORCH_LOGS``).
 
-Takes: a ``CompiledGraph``. Gives: printed lines by level (1: one line per
-graph; 2: kernels, inlining and fusion decisions; 3: generated code) and, with
-a debug directory, one folder per graph holding the ATen graph, braze's IR, the
-fusion log, the generated source and the wrapper.
+Takes: a ``CompiledGraph``. Gives: log records on braze's loggers (``braze/logs.py``):
+``braze.compiler`` INFO, one line per graph and its notes; ``braze.fuse`` DEBUG, its kernels,
+inlining and fusion decisions; ``braze.codegen`` DEBUG, its generated code and wrapper
+(``config.debug`` 1, 2 and 3 turn them on) and, with a debug directory, one folder per graph
+holding the ATen graph, braze's IR, the fusion log, the generated source and the wrapper.
 """
 from __future__ import annotations
 
+import logging
 import os
 
-from braze import config
+from braze import config, logs
+from braze.debug.notes import notes
 
 
 def summary(compiled) -> str:
@@ -21,30 +24,32 @@ def summary(compiled) -> str:
 
 
 def dump(compiled) -> None:
-    level = config.debug
-    if level >= 1:
-        print(summary(compiled))
-    if level >= 2:
-        for k in compiled.kernels:
-            print(f"  {k}")
-        for f in compiled.fallbacks:
-            print(f"  fallback {f}")
-        for d in compiled.decisions:
-            print(f"  {d.node}: {'stored' if d.stored else 'inlined'} ({d.reason})")
-        for record in compiled.fusion_log:
-            print(f"  {record}")
-    if level >= 3:
-        print(compiled.source)
-        print(compiled.wrapper)
+    logs.follow_debug_knob()
+    if logs.GRAPHS.isEnabledFor(logging.INFO):
+        logs.GRAPHS.info("%s", summary(compiled))
+        for note in notes(compiled):
+            logs.GRAPHS.info("  note: %s", note)
+    if logs.FUSION.isEnabledFor(logging.DEBUG):
+        for line in _decisions(compiled):
+            logs.FUSION.debug("  %s", line)
+    if logs.CODE.isEnabledFor(logging.DEBUG):
+        logs.CODE.debug("%s", compiled.source)
+        logs.CODE.debug("%s", compiled.wrapper)
     if config.debug_dir:
         write(compiled, os.path.join(config.debug_dir, compiled.name))
+
+
+def _decisions(compiled) -> list:
+    return ([str(k) for k in compiled.kernels] + [f"fallback {f}" for f in compiled.fallbacks]
+            + [f"{d.node}: {'stored' if d.stored else 'inlined'} ({d.reason})" for d in compiled.decisions]
+            + [str(record) for record in compiled.fusion_log])
 
 
 def write(compiled, folder: str) -> None:
     os.makedirs(folder, exist_ok=True)
     files = {
         "aten_graph.py": compiled.fx_code,
-        "ir.txt": compiled.graph.to_text(),
+        "ir.txt": compiled.graph.to_text() if compiled.graph is not None else "(no IR: loaded from the trace cache)",
         "decisions.txt": "\n".join(f"{d.node}: {'stored' if d.stored else 'inlined'} ({d.reason})"
                                    for d in compiled.decisions),
         "fusion_log.txt": "\n".join(str(r) for r in compiled.fusion_log),

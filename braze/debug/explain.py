@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from braze.debug.notes import notes as graph_notes
 from braze.fuse.legality import Reason
 
 
@@ -35,6 +36,11 @@ class Report:
     @property
     def fusion_log(self) -> list:
         return [r for g in self.graphs for r in g.fusion_log]
+
+    @property
+    def notes(self) -> list:
+        """What a graph's counts hide (``debug/notes.py``: a native fast path)."""
+        return [n for g in self.graphs for n in graph_notes(g)]
 
     def graph(self, kind: str):
         """The first graph of a kind: 'forward', 'backward' or 'inference'."""
@@ -63,6 +69,7 @@ class Report:
                 lines.append(f"  {'extern':10} {'aten':8} {'':10} {e}")
             for f in g.fallbacks:
                 lines.append(f"  {'fallback':10} {'aten':8} {'':10} {f}")
+            lines += [f"  note: {note}" for note in graph_notes(g)]
             if getattr(g, "sizes", None) is not None:
                 lines += g.sizes.lines()
             for k, site in enumerate(getattr(g, "checks", [])):

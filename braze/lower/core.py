@@ -211,8 +211,8 @@ class Lowerer:
             return self._python_call(node, target, args, kwargs)
         if _values_decide_size(node, target):
             raise LoweringError(target, f"the size of its result depends on its input's values (traced as "
-                                f"{_traced_sizes(node)}); braze compiles fixed sizes, so the graph runs through "
-                                "ATen", describe_inputs(node))
+                                f"{_traced_sizes(node)}); braze compiles fixed sizes only, so it cannot compile "
+                                "this graph", describe_inputs(node))
         rule = LOWERINGS.get(target)
         why = "braze has no rule for it" if rule is None else "its dtypes are not generated"
         if rule is not None and not _disabled(target) and _dtypes_supported(node):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from braze import config
+from braze import config, progress
 from braze.codegen import Built
 from braze.codegen.cpp.build import build_library, function, is_cached
 from braze.ir import symbols
@@ -35,7 +35,10 @@ class CppBackend:
         recipe = CppRecipe(source, [(k.plan.name, len(k.args) + len(sizes)) for k in kernels])
         launches = {k.plan.name: f"{k.plan.name}({', '.join([f'{b}.data_ptr()' for b in k.args] + sizes)})"
                     for k in kernels}
-        return Built(recipe.load(None), launches, source, {k.plan.name: k.shape for k in kernels}, hit, recipe)
+        progress.stage("loading the cached library" if hit else f"{config.cxx} compiling one library")
+        objects = recipe.load(None)
+        progress.built(len(kernels))
+        return Built(objects, launches, source, {k.plan.name: k.shape for k in kernels}, hit, recipe)
 
 
 @dataclass

@@ -9,16 +9,19 @@ compiler.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import shlex
 import subprocess
 import threading
+import time
 
 from braze import config
 from braze.codegen.host_compiler import CompileError, compiler_identity
 from braze.runtime import cache
 
 
+log = logging.getLogger(__name__)
 _loaded: dict = {}
 _lock = threading.Lock()
 
@@ -50,11 +53,13 @@ def _compile(source: str, out: str, key: str) -> None:
     with open(src, "w") as f:
         f.write(source)
     cmd = [config.cxx, *flags(), "-o", out, src, "-lmvec", "-lm"]
+    start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     finally:
         keep = os.path.join(os.path.dirname(out), key + ".cpp")
         os.replace(src, keep)
+    log.debug("%s: %.2f s, exit %d", shlex.join(cmd), time.perf_counter() - start, proc.returncode)
     if proc.returncode != 0:
         raise CompileError(f"braze: the C++ compiler failed on {keep}:\n{proc.stderr[-4000:]}")
 

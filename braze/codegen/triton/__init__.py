@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from braze import config
+from braze import config, progress
 from braze.codegen import Built
 from braze.codegen.triton import autotune, build
 from braze.codegen.triton.helpers import HEADER, helper_source
@@ -91,6 +91,8 @@ class TritonBackend:
                 for launch in _launches(unit, shape):
                     _submit(compiler, unit.module, launch)
             units.append(unit)
+            if not gpu:
+                progress.built()
         specs = _per_plan([(u, self._spec(u, shape, k)) for u in units for k, shape in enumerate(u.shapes)], plans)
         tuned = [u for u in units if len(u.shapes) > 1]
         recipe = None if tuned else TritonRecipe({u.key: u.text for u in units}, specs)
@@ -192,10 +194,15 @@ def _options(launch: Launch) -> dict:
 def _realize(specs: list, modules: dict, device, compiler) -> tuple:
     """(launcher source, launchers): each launch's binary taken from the compiler (GPU),
     then the launcher functions built. ``modules``: cache key -> module."""
-    for launch in (x for s in specs for x in s.launches):
+    launches = [x for s in specs for x in s.launches]
+    if compiler is not None:  # progress counts the binaries awaited
+        progress.total(len(launches))
+        progress.stage("Triton compiling")
+    for launch in launches:
         if compiler is not None:
             launch.compiled = compiler.result(launch.module_key, launch.fn, launch.signature, launch.constexprs,
                                               _options(launch))
+            progress.built()
     by_fn = {x.fn: modules[x.module_key] for s in specs for x in s.launches}
     return make_launchers(specs, by_fn, device, compiler is not None)
 

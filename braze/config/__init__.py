@@ -4,7 +4,8 @@ Takes: environment variables (read once, at import) and assignments such as
 ``braze.config.strict = True``.
 Gives: module-level attributes that the rest of braze reads at compile time, a
 ``patch(**knobs)`` context manager / decorator for temporary changes, and
-``describe()``, the table of knobs printed by ``python -m braze.config``.
+``describe()``, the table of knobs printed by ``python -m braze.config``
+(``__main__.py`` beside this file).
 
 Each knob has a name, an environment variable, a default and one line of help.
 ``torch.compile(fn, backend="braze", options={...})`` patches the same knobs for
@@ -16,6 +17,7 @@ import contextlib
 import functools
 import os
 import sys
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -68,9 +70,13 @@ KNOBS = (
          "scatters, index_put) and an integer division by zero on the CPU; off is unsafe: such an "
          "index reads or writes a clamped position and a division by zero gives 0, silently"),
     Knob("debug", "BRAZE_DEBUG", 0, int,
-         "0 quiet; 1 one line per graph; 2 + kernels and fusion decisions; 3 + generated code"),
+         "0 quiet; 1 one line per graph; 2 + kernels and fusion decisions; 3 + generated code "
+         "(levels of the 'braze' loggers, on stderr: braze/logs.py)"),
     Knob("debug_dir", "BRAZE_DEBUG_DIR", "", str,
          "if set, each graph writes its FX graph, IR, fusion log and code into a folder here"),
+    Knob("progress", "BRAZE_PROGRESS", True, _flag,
+         "while a graph's compile runs past 2 s, show kernels built / total on stderr (only when "
+         "stderr is a terminal)"),
     # caching
     Knob("cache", "BRAZE_CACHE", True, _flag, "use the on-disk compile cache"),
     Knob("graph_cache", "BRAZE_GRAPH_CACHE", True, _flag,
@@ -248,16 +254,17 @@ class patch:
         return wrapper
 
 
-def describe() -> str:
-    """A table of every knob: name, environment variable, current value, help."""
-    rows = [f"{'knob':20} {'environment':26} {'value':14} help"]
+def describe(width: int = 100) -> str:
+    """Every knob: name, environment variable and current value on one line (a long value
+    wrapped onto the lines below, whole), then its help, wrapped and indented."""
+    lines = [f"{'knob':26} {'environment':30} value", ""]
     for knob, value in zip(KNOBS, snapshot().values()):
         shown = repr(value) if not isinstance(value, frozenset) else ",".join(sorted(value)) or "-"
-        rows.append(f"{knob.name:20} {knob.env:26} {shown[:14]:14} {knob.help}")
-    return "\n".join(rows)
+        values = textwrap.wrap(shown, max(20, width - 58), break_on_hyphens=False) or [""]
+        lines.append(f"{knob.name:26} {knob.env:30} {values[0]}")
+        lines += [f"{'':57} {more}" for more in values[1:]]
+        lines += textwrap.wrap(knob.help, width, initial_indent="    ", subsequent_indent="    ")
+    return "\n".join(lines)
 
 
 _load()
-
-if __name__ == "__main__":
-    print(describe())

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from braze import config
 from braze.fuse.legality import Reason, Verdict, check_merge, group_domain
-from braze.ir import dtypes
+from braze.ir import dtypes, symbols
 from braze.ir.graph import ComputeNode, ExternNode, Graph
 
 
@@ -138,7 +138,8 @@ class Scheduler:
                     key = (a.id, b.id)
                     if key not in found:
                         found[key] = (self._bytes(name), "siblings", a, b)
-        ranked = sorted(found.values(), key=lambda c: (-c[0], abs(c[2].id - c[3].id), c[2].id))
+        # (ranked by the sizes of this call: an order, which no size of the class depends on)
+        ranked = sorted(found.values(), key=lambda c: (-symbols.hint(c[0]), abs(c[2].id - c[3].id), c[2].id))
         return ranked
 
     def _bytes(self, buffer: str) -> int:

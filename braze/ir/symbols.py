@@ -361,7 +361,8 @@ def divisor_chain(values) -> list | None:
     def degree(v):
         if not isinstance(v, Size):
             return (0, v)
-        return (len(v.terms[0][0]), v.terms[0][1]) if len(v.terms) == 1 else None
+        monomial, k = _leading(v)
+        return (len(monomial), k)
     keys = [degree(v) for v in values]
     if None in keys:
         return None
@@ -377,11 +378,18 @@ def _is_zero(x) -> bool:
     return not isinstance(x, Size) and x == 0
 
 
+def _leading(v: Size) -> tuple:
+    """The term of ``v`` of the highest degree (the first such in ``v``'s order)."""
+    return max(v.terms, key=lambda t: len(t[0]))
+
+
 def _divide(a, d) -> tuple:
     """``(q, r)`` with ``a == q*d + r``: the terms of ``a`` that ``d`` divides exactly,
-    divided, and the rest (``d`` an int, or a single monomial)."""
+    divided, and the rest (``d`` an int or a single monomial); for a ``d`` of several
+    terms, ``(q, 0)`` where ``a`` is a monomial ``q`` times ``d`` (``768*s + 768`` over
+    ``64*s + 64``), else ``(0, a)``."""
     if isinstance(d, Size) and len(d.terms) != 1:
-        return (1, 0) if isinstance(a, Size) and a.terms == d.terms else (0, a)
+        return _divide_by_polynomial(a, d)
     dm, dk = d.terms[0] if isinstance(d, Size) else ((), d)
     quotient, rest = {}, {}
     for m, k in _terms(a):
@@ -391,6 +399,17 @@ def _divide(a, d) -> tuple:
         else:
             rest[m] = k
     return Size._make(quotient), Size._make(rest)
+
+
+def _divide_by_polynomial(a, d: Size) -> tuple:
+    if not isinstance(a, Size):
+        return (0, a)
+    (am, ak), (dm, dk) = _leading(a), _leading(d)
+    left = _without(am, dm)
+    if left is None or ak % dk:
+        return (0, a)
+    q = Size._make({left: ak // dk})
+    return (q, 0) if _is_zero(a - q * d) else (0, a)
 
 
 def _without(m: tuple, dm: tuple):
@@ -476,6 +495,27 @@ def known(a, op: str, b):
         return _PYTHON[op](diff, 0)
     proven, disproven = _HOLDS[op](*bounds_of(diff, _ranges()))
     return proven if proven or disproven else None
+
+
+def possible(a, op: str, b) -> bool:
+    """Could ``a op b`` hold? False only where the ranges disprove it; no guard is added
+    (code for a loop that may run no iteration is emitted, and runs none)."""
+    outcome = known(a, op, b)
+    return True if outcome is None else outcome
+
+
+def at_most(cap: int, size):
+    """``min(cap, size)`` where known; ``cap`` for a size the ranges do not bound below it
+    (a loop blocked by ``cap`` then runs only its tail for a smaller size), with no guard."""
+    return cap if known(size, "<", cap) is not True else size
+
+
+def hint(x) -> int:
+    """``x``'s value in the call being compiled, with no guard: for a heuristic whose
+    choice any size of the class runs correctly with (an order to try fusions in)."""
+    if not isinstance(x, Size):
+        return x
+    return value_of(x, _require_context(x).hints)
 
 
 def _proves(diff, op: str) -> bool:

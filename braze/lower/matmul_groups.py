@@ -76,7 +76,8 @@ def _lower_group(ctx, group: Group) -> list:
     stacked = ctx.stored(_concatenated(ctx, weights), reason="the weights of grouped matrix products")
     right = LOWERINGS[aten.permute.default](ctx, stacked, [1, 0])
     left = ctx.env[_left(members[0])]
-    meta = torch.empty((left.sizes[0], sum(widths)), dtype=left.dtype, device="meta")
+    first = members[0].meta["val"]  # (its row count may be a symbol: no int taken from it)
+    meta = first.new_empty((first.shape[0], sum(m.meta["val"].shape[1] for m in members)))
     with_bias = members[0].target is aten.addmm.default
     biases = [ctx.lower_ahead(m.args[0]) for m in members] if with_bias else []
     split = with_bias and all(bias_in_kernels(m) for m in members)

@@ -67,6 +67,52 @@ def test_a_transformer_block_forward_and_backward_over_sequence_lengths(backend,
     assert all(not g.sizes.dynamo_guards for g in symbolic_graphs), [g.sizes.dynamo_guards for g in symbolic_graphs]
 
 
+def _attend_with_cache(past_k, past_v, x, wq, wk, wv):
+    """One decoding step: q/k/v projections of one new token (grouped into one product in
+    inference), its key and value appended to the cache (a ``cat`` of extent ``s + 1``)."""
+    q, k, v = x @ wq.t(), x @ wk.t(), x @ wv.t()
+    keys, values = torch.cat([past_k, k[:, None]], 1), torch.cat([past_v, v[:, None]], 1)
+    weights = torch.softmax((keys @ q[:, :, None]).squeeze(-1) / 4.0, -1)
+    return (weights[:, :, None] * values).sum(1), keys, values
+
+
+def test_a_growing_key_cache_compiles_once(backend):
+    """Each step's cache is one position longer: after Dynamo's first static graph, one
+    variant serves every length (no size is taken as an integer; the C++ vector loops
+    run their main part and their tail for any length, instead of a class per remainder)."""
+    g = torch.compile(_attend_with_cache, backend="braze")
+    ws = [torch.randn(16, 16) for _ in range(3)]
+    past_k, past_v = torch.randn(2, 3, 16), torch.randn(2, 3, 16)
+    with Compiled() as compiled, torch.no_grad():
+        for _ in range(6):
+            x = torch.randn(2, 16)
+            out, keys, values = g(past_k, past_v, x, *ws)
+            for a, b in zip((out, keys, values), _attend_with_cache(past_k, past_v, x, *ws)):
+                torch.testing.assert_close(a, b)
+            past_k, past_v = keys, values
+    symbolic_graphs = variants(compiled)
+    assert len(compiled.graphs) - len(symbolic_graphs) == 1
+    # one class in C++; Triton's row blocks follow the power of two of the length (4..9: 2)
+    assert len(symbolic_graphs) == 1 if backend == "cpp" else len(symbolic_graphs) <= 2
+    assert not any(g.sizes.specialized for g in symbolic_graphs)
+
+
+def test_grouped_projections_keep_their_rows_symbolic(backend):
+    """q, k and v of one input run as one product with the weights concatenated; its row
+    count stays a symbol (it was once taken as an integer: a compile per length)."""
+    f = lambda x, wq, wk, wv: (x @ wq.t()) * (x @ wk.t()) + x @ wv.t()
+    g = torch.compile(f, backend="braze", dynamic=True)
+    ws = [torch.randn(16, 16) for _ in range(3)]
+    with Compiled() as compiled, torch.no_grad():
+        for n in (5, 9, 23):
+            x = torch.randn(n, 16)
+            torch.testing.assert_close(g(x, *ws), f(x, *ws))
+    found = variants(compiled)
+    # one class in C++; Triton's blocks follow the power of two of the rows (5, 9, 23: 3)
+    assert len(found) == 1 if backend == "cpp" else len(found) <= 3
+    assert not any(g.sizes.specialized for g in found)
+
+
 def test_sizes_zero_and_one_are_correct(backend):
     f = lambda x: torch.nn.functional.gelu(x).mean(0) + x.sum()
     g = torch.compile(f, backend="braze", dynamic=True)

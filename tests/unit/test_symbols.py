@@ -101,3 +101,12 @@ def test_the_text_is_an_operand_in_any_expression():
             text = template.format(*[f"{size:python}"] * template.count("{}"))
             want = template.format(*[f"({value})"] * template.count("{}"))
             assert eval(text, {}, dict(env)) == eval(want), (text, want)
+
+
+def test_a_chain_of_divisors_with_sums_of_terms():
+    """A key cache's ``cat`` has extents ``s + 1``: ``64*(s+1)`` divides ``768*s + 768``."""
+    s, t = symbols.symbol("s0"), symbols.symbol("s1")
+    assert symbols.divisor_chain([768 * s + 768, 1, 64 * (s + 1), 64]) == [1, 64, 64 * s + 64, 768 * s + 768]
+    assert symbols.divisor_chain([1, 64 * (s + 1), (s + 1) * 768 * t]) == [1, 64 * s + 64, 768 * t * s + 768 * t]
+    assert symbols.divisor_chain([1, 64 * (s + 1), 768 * (s + 2)]) is None
+    assert (768 * s + 768) % (64 * s + 64) == 0 and (768 * s + 768) // (64 * s + 64) == 12

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from braze.codegen.cpp.accumulate import accumulator_for
 from braze.codegen.cpp.exprs import ctype
+from braze.ir import symbols
 
 if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
@@ -105,14 +106,14 @@ def _reduce(kernel: CppKernel, level: int, members, indent: str, block: int, x_i
         em.emit(indent, f"double {blocks} = 0;  // every column has seen this many elements")
     *outer_r, last = plan.reduce
     r_inner = kernel.open_loops(outer_r, indent)
-    unroll = 1 if counted else min(UNROLL, last.size)
+    unroll = 1 if counted else symbols.at_most(UNROLL, last.size)
     main = last.size - last.size % unroll
     partials = [(acc, acc.narrow()) for acc in kernel.wide_sums(level)] if unroll > 1 else []
     for _, partial in partials:
         em.emit(indent, f"float {partial.field('v')}[{block}];")
     _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = 0; rb < {main}; rb += {unroll})", unroll, blocks,
           partials)
-    if main < last.size:
+    if symbols.possible(main, "<", last.size):
         _rows(kernel, level, r_inner, x_in, f"for (int64_t rb = {main}; rb < {last.size}; rb++)", 1, blocks)
     kernel.close_loops(len(outer_r), r_inner)
     kernel.set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[l]"))

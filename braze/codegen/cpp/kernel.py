@@ -353,8 +353,8 @@ class CppKernel:
 
     def lanes_for(self, size: int) -> int:
         """Lanes of a loop over ``size`` elements: a power of two, at most ``lanes``."""
-        lanes = 1
-        while lanes * 2 <= min(self.lanes, size):
+        lanes, most = 1, symbols.at_most(self.lanes, size)  # (a symbolic size: all of them)
+        while lanes * 2 <= most:
             lanes *= 2
         return lanes
 

@@ -44,7 +44,7 @@ def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[
     in the blocks and is None in the tail. ``partials``: the wide sums to fold through float partials."""
     em = kernel.emitter
     main = var.size - var.size % lanes
-    if main:
+    if symbols.possible(main, ">", 0):  # (for a symbolic size: both loops, either may run none)
         narrow = {id(a): a.narrow() for a in partials}
         inner, start, stop = _open_chunks(kernel, indent, main, lanes, narrow)
         if pragma:
@@ -62,7 +62,7 @@ def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[
             foot(block)
         em.emit(inner, "}")
         _close_chunks(kernel, indent, inner, partials, narrow, lanes)
-    if main < var.size:
+    if symbols.possible(main, "<", var.size):
         em.emit(indent, f"{tail_guard}for (int64_t {var.name} = {main}; {var.name} < {var.size}; "
                         f"{var.name}++) {{")
         em.emit(em.deeper(indent), "const int64_t l = 0;")
@@ -77,10 +77,10 @@ def _open_chunks(kernel: CppKernel, indent: str, main: int, lanes: int, narrow: 
         return indent, "0", str(main)
     span = CHUNK * lanes
     inner, start, stop = indent, "0", str(main)
-    if main > span:
+    if symbols.possible(main, ">", span):
         kernel.emitter.emit(indent, f"for (int64_t cb = 0; cb < {main}; cb += {span}) {{")
         inner, start = kernel.emitter.deeper(indent), "cb"
-        stop = f"cb + {span}" if main % span == 0 else f"(cb + {span} < {main} ? cb + {span} : {main})"
+        stop = f"cb + {span}" if symbols.known(main % span, "==", 0) else f"(cb + {span} < {main} ? cb + {span} : {main})"
     kernel.declare(list(narrow.values()), lanes, inner)
     return inner, start, stop
 

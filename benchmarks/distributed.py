@@ -141,7 +141,7 @@ def run_one(ns, model_name: str, wrapper: str, backend: str, device: torch.devic
         losses, seconds = train(model, case, data, device)
     timed = seconds[WARMUP:] or seconds
     median = statistics.median(timed)
-    return {"losses": losses, "median_ms": 1e3 * median, "first_step_s": seconds[0],
+    return {"losses": losses, "step_s": seconds, "median_ms": 1e3 * median, "first_step_s": seconds[0],
             "compile_s": seconds[0] - median, "graphs": len(rec.graphs),
             "from_graph_cache": sum(g.from_graph_cache for g in rec.graphs), "failures": len(rec.failures),
             "cache": {k: cache.counts[k] - before[k] for k in before}}
@@ -240,24 +240,24 @@ def _order(row: dict) -> tuple:
 
 
 def markdown(rows: list) -> str:
-    lines = ["| model | wrapper | ranks | backend | step ms (median, per rank) | vs eager | first step s "
-             "(per rank) | braze cache per rank: built / found built by another rank / hit | graphs | "
+    lines = ["| model | wrapper | ranks | backend | step ms (median, per rank) | speed-up vs eager | first step s "
+             "(per rank) | braze cache per rank: built / found built by another rank / hit | braze graphs | "
              "losses vs eager (max rel. diff) |", "|" + " --- |" * 10]
     eager = {(r["model"], r["wrapper"], r["world"], r["device"], r["tiny"]): r for r in rows
              if r["backend"] == "eager" and "ranks" in r}
     for r in rows:
         if "ranks" not in r:
             lines.append(f"| {r['model']} | {r['wrapper']} | {r['world']} | {r['backend']} | {r['skipped']} |"
-                         + " |" * 6)
+                         + " |" * 5)
             continue
         base = eager.get((r["model"], r["wrapper"], r["world"], r["device"], r["tiny"]))
         ms = [x["median_ms"] for x in r["ranks"]]
-        ratio = f"{statistics.mean(ms) / statistics.mean(x['median_ms'] for x in base['ranks']):.2f}×" \
+        ratio = f"{statistics.mean(x['median_ms'] for x in base['ranks']) / statistics.mean(ms):.2f}×" \
             if base else ""
         caches = " · ".join(f"{x['cache']['built']} / {x['cache']['waited']} / {x['cache']['hit']}"
                             for x in r["ranks"]) if r["backend"] == "braze" else ""
         first = " / ".join(f"{x['first_step_s']:.1f}" for x in r["ranks"])
-        graphs = " / ".join(str(x["graphs"]) for x in r["ranks"])
+        graphs = " / ".join(str(x["graphs"]) for x in r["ranks"]) if r["backend"] == "braze" else ""
         lines.append(f"| {r['model']} | {r['wrapper']} | {r['world']} | {r['backend']} | "
                      f"{' / '.join(f'{m:.1f}' for m in ms)} | {ratio} | {first} | {caches} | {graphs} | "
                      f"{_loss_check(r, base)} |")
@@ -306,7 +306,7 @@ def start(ns) -> torch.device:
 
 
 def main_rank(ns) -> None:
-    import braze  # noqa: F401  (registers the backend)
+    importlib.import_module("braze")  # registers the backend
     device = start(ns)
     try:
         sweep(ns, device)

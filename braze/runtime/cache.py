@@ -39,9 +39,11 @@ built and published under a lock of its own (``fcntl.flock`` on ``locks/<name>.l
 released by the kernel if its holder dies): a process that waited for another's build
 finds the entry when it gets the lock and uses it, so each entry is built once, and an
 entry and its MAC always come from one build (two builds of one C++ source differ in
-their bytes: the temporary file names they were compiled from). Readers take no lock:
-an entry is replaced (``os.replace``) only when it failed its check, so a reader sees
-a whole entry or none. ``counts`` says what this process found, waited for and built.
+their bytes: the library keeps the name of the temporary file it was compiled from).
+Readers take no lock: an entry is replaced (``os.replace``, so a reader sees a whole
+file or none) only when it failed its check or its caller knows it stale (``replace``);
+a reader that meets a new entry beside its old MAC takes it as a miss and waits for the
+lock. ``counts`` says what this process found, waited for and built.
 """
 from __future__ import annotations
 
@@ -73,8 +75,8 @@ _keys: dict = {}  # directory in use -> its secret key
 _warned: set = set()  # configured paths refused (one warning each)
 _fallback: dict = {}  # "path": this process's private temporary directory
 LOCKS = "locks"
-# hit: an entry found on lookup; miss: none found; waited: found after another process built
-# it while this one waited for its lock; built: built and published by this process
+# hit: an entry found on lookup; miss: none found; waited: found after another process (or
+# thread) built it while this one waited for its lock; built: built and published by this one
 counts = {"hit": 0, "miss": 0, "waited": 0, "built": 0}
 
 
@@ -315,14 +317,15 @@ def lookup(key: str, suffix: str) -> str | None:
     return os.path.join(directory, key + suffix) if found else None
 
 
-def store(key: str, suffix: str, build) -> str:
+def store(key: str, suffix: str, build, replace: bool = False) -> str:
     """Build into a temporary file (``build(path)``), then publish it atomically with its MAC,
-    holding the entry's lock; an entry another process published meanwhile is used instead."""
+    holding the entry's lock; an entry another process (or thread) published meanwhile is
+    used instead, unless ``replace`` (the caller knows the entry there is stale)."""
     directory = cache_dir() if config.cache else _fallback_dir()
     name = key + suffix
     final = os.path.join(directory, name)
     with entry_lock(directory, name):
-        if config.cache and _verified(directory, name) is not None:
+        if config.cache and not replace and _verified(directory, name) is not None:
             _count("waited")
             return final
         fd, tmp = tempfile.mkstemp(suffix=suffix, dir=directory)

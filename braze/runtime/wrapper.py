@@ -260,8 +260,9 @@ class _Writer:
                 self.lines.append(f"    {name} = {target[:-len('.default')]}.out({args}{kwargs}, out={out})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
+                contiguous = node.target in CONTIGUOUS_RESULTS and _row_major(layout)
                 # (a collective's result is not read before its wait, whose result is checked)
-                if not (node.target in CONTIGUOUS_RESULTS and _row_major(layout)) and not starts_collective(node.target):
+                if not contiguous and not starts_collective(node.target):
                     self._check_layout(outs[0])
             return
         result = f"{node.name}_result"

@@ -117,11 +117,15 @@ def _worker(rank: int, world: int, init: str, out: str) -> None:
 def ranks(tmp_path_factory):
     """What each of two gloo ranks computed (one launch for every test of this file)."""
     folder = tmp_path_factory.mktemp("distributed")
+    before = os.environ.get("BRAZE_CACHE_DIR")
     os.environ["BRAZE_CACHE_DIR"] = str(folder / "cache")  # the ranks' own cache, read at import
     try:
         mp.spawn(_worker, args=(2, str(folder / "init"), str(folder)), nprocs=2)
     finally:
-        del os.environ["BRAZE_CACHE_DIR"]
+        if before is None:
+            del os.environ["BRAZE_CACHE_DIR"]
+        else:
+            os.environ["BRAZE_CACHE_DIR"] = before
     return [torch.load(folder / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
 

@@ -1,7 +1,7 @@
 """ATen FX graph -> braze Graph. Importing this package registers every rule."""
 from braze import config
-from braze.lower import (division, externs, indexing, pointwise, pooling, random, reductions, scans,  # noqa: F401
-                         scatter, views)  # (registration)
+from braze.lower import (collectives, division, externs, indexing, pointwise, pooling, random,  # noqa: F401
+                         reductions, scans, scatter, views)  # (registration)
 from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Unsupported, graph_device, register
 
 __all__ = ["LOWERINGS", "Lowerer", "LoweringError", "TensorValue", "Unsupported", "graph_device", "register",

@@ -2,8 +2,8 @@
 
 Takes: a ``CompiledGraph``. Gives: printed lines by level (1: one line per
 graph; 2: kernels, inlining and fusion decisions; 3: generated code) and, with
-a debug directory, one folder per graph holding the ATen graph, braze's IR, the
-fusion log, the generated source and the wrapper.
+a debug directory, one folder per graph (``folder_name``) holding the ATen graph,
+braze's IR, the fusion log, the generated source and the wrapper.
 """
 from __future__ import annotations
 
@@ -37,7 +37,13 @@ def dump(compiled) -> None:
         print(compiled.source)
         print(compiled.wrapper)
     if config.debug_dir:
-        write(compiled, os.path.join(config.debug_dir, compiled.name))
+        write(compiled, os.path.join(config.debug_dir, folder_name(compiled)))
+
+
+def folder_name(compiled) -> str:
+    """``0-1-graph0``: Dynamo's compile id and the graph's name (numbered per compiled function)."""
+    compile_id = getattr(compiled, "compile_id", "")
+    return f"{compile_id.replace('/', '-')}-{compiled.name}" if compile_id else compiled.name
 
 
 def write(compiled, folder: str) -> None:

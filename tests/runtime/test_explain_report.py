@@ -49,7 +49,7 @@ def test_buffers_are_shown_with_the_ops_they_hold():
     assert re.search(r"kernel\d+ .* -> buf\d+", text), text
 
 
-def test_graph_numbers_count_per_compiled_function():
+def test_graph_numbers_count_per_compiled_function(tmp_path):
     x = rand(4, 4, grad=True)
     first = braze.explain(lambda x: (x.sin() * 2).sum(), x)
     second = braze.explain(lambda x: x.cos().sum(), x)
@@ -57,10 +57,13 @@ def test_graph_numbers_count_per_compiled_function():
         assert [(g.name, g.kind) for g in report.graphs] == [("graph0", "forward"), ("graph1", "backward")]
     assert first.graphs[0].compile_id != second.graphs[0].compile_id
     assert f"graph0 [{second.graphs[0].compile_id}] (forward)" in str(second)
-    with Compiled() as compiled:
+    with Compiled() as compiled, braze.config.patch(debug_dir=str(tmp_path)):
         torch.compile(lambda x: x * 2, backend="braze")(rand(3))
         torch.compile(lambda x: x + 2, backend="braze")(rand(3))
     assert [g.name for g in compiled.graphs] == ["graph0", "graph0"]
+    folders = sorted(p.name for p in tmp_path.iterdir())  # one each: the compile id tells them apart
+    assert folders == sorted(f"{g.compile_id.replace('/', '-')}-graph0" for g in compiled.graphs)
+    assert len(set(folders)) == 2
 
 
 def with_a_graph_break(x):

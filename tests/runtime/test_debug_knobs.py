@@ -104,3 +104,16 @@ def test_guards_off_lets_a_failing_first_call_raise(monkeypatch, guards):
         else:
             with pytest.raises(RuntimeError, match="kernel0 broken on purpose"):
                 g(x)
+
+
+def test_single_op_kernels_off_with_scatters(backend):
+    """A scatter's base read by an ATen call (the lone ops around it) keeps its copy."""
+    base, src = rand(4, 6), rand(3, 6)
+    unique = torch.stack([torch.randperm(4)[:3] for _ in range(6)], 1)  # distinct rows per column
+    repeated = torch.randint(0, 6, (4, 9))
+    with braze.config.patch(single_op_kernels=False):
+        compiled = check(lambda b, s, u, r: (b.scatter(0, u, s), b.scatter(0, u, -1.5), b.scatter(-2, u[:2, :4], s),
+                                             b.scatter_add(1, r, s.repeat(2, 2)[:4, :9] + 1),
+                                             b.scatter_reduce(1, r, s.repeat(2, 2)[:4, :9], "sum", include_self=False)),
+                         base, src, unique, repeated)
+    assert [g.externs for g in compiled.graphs] and not [f for g in compiled.graphs for f in g.fallbacks]

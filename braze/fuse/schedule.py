@@ -125,7 +125,7 @@ class Scheduler:
     # ------------------------------------------------------------------ driving
 
     def run(self) -> Schedule:
-        if config.fuse:
+        if config.fuse and not config.one_kernel_per_op:
             candidates = self._candidates()
             for _ in range(3):
                 if not self._fuse_round(candidates):

@@ -34,7 +34,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from braze import config, logs
 from braze.codegen import target_for
-from braze.compiler import CompiledGraph, compile_graph, load_cached
+from braze.compiler import CompiledGraph, Scope, compile_graph, load_cached
 from braze.debug.explain import Report
 from braze.errors import BrazeError
 from braze.decompositions import table
@@ -67,9 +67,10 @@ class Recording:
 
 def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
     options = dict(options or {})
+    scope = Scope(_compile_id())
     with config.patch(**options):  # reject unknown knobs now, not at first backward
         trace_key = trace_cache.key_of(gm, example_inputs)
-        hit = _from_trace_cache(trace_key, gm)
+        hit = _from_trace_cache(trace_key, gm, scope, example_inputs, options)
         if hit is not None:
             return hit
         decompositions = table(config.fallback_random)
@@ -78,9 +79,9 @@ def braze_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None
         _start_compile_workers(cuda)
     saved = _SavedLayouts()  # the forward tells the backward whether it chose other strides
     eager = _eager_outputs(gm)
-    compilers = {kind: functools.partial(_compile_boxed, kind, options, saved, eager=eager)
+    compilers = {kind: functools.partial(_compile_boxed, kind, options, saved, scope, eager=eager)
                  for kind in ("forward", "backward")}
-    compilers["inference"] = functools.partial(_compile_boxed, "inference", options, saved,
+    compilers["inference"] = functools.partial(_compile_boxed, "inference", options, saved, scope,
                                                remember=(trace_key, len(example_inputs)), eager=eager)
     return aot_autograd(
         fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
@@ -128,12 +129,21 @@ def _save_compared_values(graph: torch.fx.Graph, forward_outputs: int | None) ->
                 arg.meta["recompute"] = CheckpointPolicy.MUST_SAVE
 
 
-def _from_trace_cache(key: str, gm: torch.fx.GraphModule):
-    """Dynamo's callable for a graph found in the trace cache (AOTAutograd not run), or None."""
+def _compile_id() -> str:
+    """Dynamo's id of the frame compile under way ("0/1"), "" outside Dynamo."""
+    compile_id = torch._guards.CompileContext.current_compile_id()
+    return str(compile_id) if compile_id is not None else ""
+
+
+def _from_trace_cache(key: str, gm: torch.fx.GraphModule, scope: Scope, example_inputs, options: dict):
+    """Dynamo's callable for a graph found in the trace cache (AOTAutograd not run), or None.
+    Its IR is rebuilt, by tracing Dynamo's graph again, only if someone reads it."""
     entry = trace_cache.lookup(key)
-    compiled = load_cached(entry.graph_key, "inference", entry.constants) if entry is not None else None
+    compiled = load_cached(entry.graph_key, "inference", entry.constants, scope) if entry is not None else None
     if compiled is None:
         return None
+    from braze.debug.retrace import Retrace
+    compiled.rebuild = Retrace(gm, example_inputs, options)
     for listener in list(_listeners):
         listener(compiled)
     _debug(compiled)
@@ -165,15 +175,15 @@ class _SavedLayouts:
     restrided = False
 
 
-def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, gm: torch.fx.GraphModule, example_inputs,
-                   remember: tuple = ("", 0), eager: list | None = None):
+def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, scope: Scope, gm: torch.fx.GraphModule,
+                   example_inputs, remember: tuple = ("", 0), eager: list | None = None):
     with config.patch(**options):
         if kind == "backward" and saved.restrided:
-            return _FirstCall(gm, kind, options)
+            return _FirstCall(gm, kind, options, scope)
         if _has_symbolic_sizes(gm):
-            return _symbolic(gm, kind, options, eager)
+            return _symbolic(gm, kind, options, eager, scope)
         _eager_strides(gm, kind, eager)
-        call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None)
+        call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None, scope=scope)
         compiled = getattr(call, "compiled", None)
         saved.restrided = getattr(compiled, "restrided", False)
         if compiled is not None and remember[0]:
@@ -190,7 +200,7 @@ def _eager_strides(gm: torch.fx.GraphModule, kind: str, eager: list | None) -> N
                           stacklevel=3)
 
 
-def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | None):
+def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | None, scope: Scope):
     """A graph with symbolic sizes: compiled once per size class where the target takes
     sizes as arguments (``runtime/symbolic.py``), else once per concrete shape (from a copy
     of the graph as traced: the per-shape compiles propagate concrete sizes through it)."""
@@ -202,18 +212,18 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
         if not config.specialize_dynamic:
             return _fail(traced, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
         from braze.runtime.specialize import Specializing
-        return Specializing(traced, kind, options, compile_or_fallback)
+        return Specializing(traced, kind, options, functools.partial(compile_or_fallback, scope=scope))
 
     if config.symbolic_sizes and target_for(graph_device(gm)).takes_sizes:
         from braze.runtime.symbolic import Symbolic
         _eager_strides(gm, kind, eager)
-        return Symbolic(gm, kind, options, _compiled_or_raise, per_shape)
+        return Symbolic(gm, kind, options, functools.partial(_compiled_or_raise, scope=scope), per_shape)
     return per_shape()
 
 
-def _compiled_or_raise(gm: torch.fx.GraphModule, kind: str):
+def _compiled_or_raise(gm: torch.fx.GraphModule, kind: str, scope: Scope | None = None):
     """braze's compiled graph (boxed, its first call guarded); a failure raises."""
-    return _announced(compile_graph(gm, kind), gm, kind)
+    return _announced(compile_graph(gm, kind, scope=scope), gm, kind)
 
 
 def _announced(compiled: CompiledGraph, gm: torch.fx.GraphModule, kind: str):
@@ -235,8 +245,8 @@ def _with_cudagraphs(call, static_inputs: list):
 class _FirstCall:
     """A graph compiled when it is first called, for its arguments' real strides."""
 
-    def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict):
-        self.gm, self.kind, self.options = gm, kind, options
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict, scope: Scope):
+        self.gm, self.kind, self.options, self.scope = gm, kind, options, scope
         self.static_inputs = _static_inputs()
         self.call = None
         self._boxed_call = True
@@ -244,7 +254,7 @@ class _FirstCall:
     def __call__(self, args):
         if self.call is None:
             with config.patch(**self.options):
-                self.call = _with_cudagraphs(compile_or_fallback(self.gm, self.kind, args=args), self.static_inputs)
+                self.call = _with_cudagraphs(compile_or_fallback(self.gm, self.kind, args=args, scope=self.scope), self.static_inputs)
         return self.call(args)
 
 
@@ -336,10 +346,11 @@ def _static_inputs() -> list:
     return list(getattr(metadata, "static_input_indices", None) or [])
 
 
-def compile_or_fallback(gm: torch.fx.GraphModule, kind: str, visible: int | None = None, args=None):
+def compile_or_fallback(gm: torch.fx.GraphModule, kind: str, visible: int | None = None, args=None,
+                        scope: Scope | None = None):
     """braze's compiled graph (boxed), or the graph itself run eagerly after a warning."""
     try:
-        compiled = compile_graph(gm, kind, visible, args)
+        compiled = compile_graph(gm, kind, visible, args, scope)
     except Exception as exc:  # never crash the user's program, unless strict
         return _fail(gm, kind, exc)
     return _announced(compiled, gm, kind)
@@ -396,17 +407,21 @@ def explain(fn, *args, **kwargs) -> Report:
     """``braze.explain``: compile ``fn`` for ``args`` and report what braze did
     (``braze.debug.explain.Report``). If an output requires grad, a backward pass runs too
     (with ``torch.autograd.grad``, so no ``.grad`` of the caller's tensors changes), to
-    compile and report the backward graph."""
+    compile and report the backward graph. Graph breaks and recompile limits that Dynamo
+    met on the way are in ``report.dynamo``."""
+    from braze.debug.dynamo_notes import DynamoNotes
     report = Report()
 
-    def backend(gm, example_inputs):  # a fresh backend: Dynamo compiles anew for it
-        return braze_backend(gm, example_inputs)
+    with Recording() as recording, DynamoNotes() as notes:
+        def backend(gm, example_inputs):  # a fresh backend: Dynamo compiles anew for it
+            notes.saw(gm)
+            return braze_backend(gm, example_inputs)
 
-    with Recording() as recording:
         out = torch.compile(fn, backend=backend)(*args, **kwargs)
         _backward(out, fn, args, kwargs)
     report.graphs += recording.graphs
     report.failures += [f[1:] for f in recording.failures]
+    report.dynamo += notes.lines
     return report
 
 

@@ -37,8 +37,23 @@ from braze.runtime import graph_cache
 from braze.runtime.checks import Checks
 from braze.runtime.wrapper import Step, environment, generate
 
-_graph_ids = itertools.count()
 log = logging.getLogger(__name__)
+
+
+class Scope:
+    """The graphs of one compiled function (a graph Dynamo hands the backend: its forward,
+    backward and any later variant): names count from ``graph0`` in each, and Dynamo's
+    compile id (``"0/1"``: frame 0, its second compile; "" outside Dynamo) tells functions apart."""
+
+    def __init__(self, compile_id: str = ""):
+        self.compile_id = compile_id
+        self._ids = itertools.count()
+
+    def name(self) -> str:
+        return f"graph{next(self._ids)}"
+
+
+_UNSCOPED = Scope()  # graphs compiled outside the backend (tests of the passes)
 
 
 @dataclass
@@ -81,6 +96,9 @@ class CompiledGraph:
     rebuild: object = None  # () -> the IR, for a graph loaded from the graph cache
     checks: list = dataclasses.field(default_factory=list)  # CheckSite per run-time check
     sizes: object = None  # a variant of a graph with symbolic sizes: ``runtime.symbolic.SizeClass``
+    contents: dict = dataclasses.field(default_factory=dict)  # stored buffer -> the ATen ops it holds
+    through_aten: frozenset = frozenset()  # ATen graph nodes run through ATen for single_op_kernels
+    compile_id: str = ""  # Dynamo's, for the compiled function the graph belongs to (``Scope``)
 
     @property
     def fx_code(self) -> str:
@@ -97,15 +115,18 @@ class CompiledGraph:
         return self.run(args)
 
 
-def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = None, args=None) -> CompiledGraph:
+def compile_graph(gm: torch.fx.GraphModule, kind: str, visible: int | None = None, args=None,
+                  scope: Scope | None = None) -> CompiledGraph:
     """Compile ``gm``. ``visible``: how many leading outputs the user sees (they keep
-    eager's strides; None: all). ``args``: real arguments whose strides to compile for."""
-    name = f"graph{next(_graph_ids)}"
+    eager's strides; None: all). ``args``: real arguments whose strides to compile for.
+    ``scope``: the compiled function it belongs to (names its graphs)."""
+    scope = scope or _UNSCOPED
+    name = scope.name()
     with progress.tracking(f"{name} ({kind})"):
-        return _compile_graph(name, gm, kind, visible, args)
+        return _compile_graph(name, gm, kind, visible, args, scope)
 
 
-def _compile_graph(name: str, gm: torch.fx.GraphModule, kind: str, visible, args) -> CompiledGraph:
+def _compile_graph(name: str, gm: torch.fx.GraphModule, kind: str, visible, args, scope) -> CompiledGraph:
     timings = {}
     t = time.perf_counter()
     restrided = choose_layouts(gm, visible, args)
@@ -120,9 +141,10 @@ def _compile_graph(name: str, gm: torch.fx.GraphModule, kind: str, visible, args
             progress.stage("loading from the graph cache")
             compiled = _from_entry(name, kind, gm, entry, timings)
             log.debug("%s (%s): loaded from the graph cache", name, kind)
-            compiled.cache_key = key
+            compiled.cache_key, compiled.compile_id = key, scope.compile_id
             return compiled
     compiled, entry = _compile(name, kind, gm, visible, restrided, timings)
+    compiled.compile_id = scope.compile_id
     if key and entry is not None:
         t = time.perf_counter()
         graph_cache.save(key, entry)
@@ -131,38 +153,33 @@ def _compile_graph(name: str, gm: torch.fx.GraphModule, kind: str, visible, args
     return compiled
 
 
-def load_cached(key: str, kind: str, constants: dict) -> CompiledGraph | None:
+def load_cached(key: str, kind: str, constants: dict, scope: Scope | None = None) -> CompiledGraph | None:
     """The graph cache's entry ``key`` as a compiled graph with no FX graph behind it
-    (``runtime/trace_cache.py``; ``constants``: its tensor constants by FX attribute; no IR
-    to rebuild); None if absent."""
+    (``runtime/trace_cache.py``; ``constants``: its tensor constants by FX attribute; the
+    caller gives it a ``rebuild`` for its IR); None if absent."""
     t = time.perf_counter()
     entry = graph_cache.load(key)
     if entry is None or any(attr not in constants for _, attr in entry.constants):
         return None
-    compiled = _from_entry(f"graph{next(_graph_ids)}", kind, None, entry, {"graph cache": _lap(t)}, constants)
-    compiled.cache_key, compiled.rebuild = key, None
+    scope = scope or _UNSCOPED
+    compiled = _from_entry(scope.name(), kind, None, entry, {"graph cache": _lap(t)}, constants)
+    compiled.cache_key, compiled.rebuild, compiled.compile_id = key, None, scope.compile_id
     return compiled
 
 
 def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided: bool, timings: dict) -> tuple:
     """The whole pipeline: (CompiledGraph, graph cache entry or None when not cacheable)."""
     clear_intern_table()
-    t = time.perf_counter()
     target = target_for(graph_device(gm))
-    graph, fallbacks = lower(gm, target, keep_padding=kind != "backward", group_matmuls=kind == "inference")
-    scatter_in_place(graph, gm)
+    through_aten = frozenset()
+    while True:  # (single_op_kernels off: until no kernel computes a lone op)
+        graph, fallbacks, decisions, sched, steps, plans = _passes(gm, kind, target, through_aten, timings)
+        lone = frozenset() if config.single_op_kernels else lone_ops(plans, gm) - through_aten
+        if not lone:
+            break
+        through_aten |= lone
     restrided = restrided or kind == "forward" and any(visible is None or k >= visible
                                                        for k in graph.padded_outputs)
-    timings["lower"] = _lap(t)
-    t = time.perf_counter()
-    decisions = inline(graph)
-    timings["inline"] = _lap(t)
-    t = time.perf_counter()
-    sched = schedule(graph)
-    timings["schedule"] = _lap(t)
-    t = time.perf_counter()
-    steps, plans = _steps(graph, sched, target.supports_foreach)
-    timings["plan"] = _lap(t)
     t = time.perf_counter()
     progress.total(len(plans))
     built = target.compile(plans)
@@ -185,7 +202,8 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
         mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and isinstance(graph.producer(n.mutates), InputNode)
                            for n in graph.nodes),
-        host_traffic=_host_traffic(graph), checks=list(graph.checks))
+        host_traffic=_host_traffic(graph), checks=list(graph.checks), contents=buffer_contents(graph),
+        through_aten=through_aten)
     compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
                              fx=gm, run=run, cache_hit=built.cache_hit, restrided=restrided, **report)
     entry = None
@@ -209,14 +227,59 @@ def _from_entry(name: str, kind: str, gm, entry, timings: dict, constants: dict 
     report["kernels"] = [dataclasses.replace(k, graph=name) for k in report["kernels"]]
     return CompiledGraph(name, kind, None, wrapper=entry.wrapper, timings=timings, device=device,
                          fx=gm, run=run, cache_hit=True, from_graph_cache=True,
-                         restrided=entry.restrided, rebuild=functools.partial(_rebuild_ir, gm, kind), **report)
+                         restrided=entry.restrided, **report,
+                         rebuild=functools.partial(rebuild_ir, gm, kind, report.get("through_aten", frozenset())))
 
 
-def _rebuild_ir(gm: torch.fx.GraphModule, kind: str) -> Graph:
+def _passes(gm: torch.fx.GraphModule, kind: str, target, through_aten: frozenset, timings: dict) -> tuple:
+    """Lower, inline, schedule and plan: (graph, fallbacks, decisions, schedule, steps, plans)."""
+    t = time.perf_counter()
+    graph, fallbacks = lower(gm, target, keep_padding=kind != "backward", group_matmuls=kind == "inference",
+                             through_aten=through_aten)
+    scatter_in_place(graph, gm)
+    t = _add_lap(timings, "lower", t)
+    decisions = inline(graph)
+    t = _add_lap(timings, "inline", t)
+    sched = schedule(graph)
+    t = _add_lap(timings, "schedule", t)
+    steps, plans = _steps(graph, sched, target.supports_foreach and not config.one_kernel_per_op)
+    _add_lap(timings, "plan", t)
+    return graph, fallbacks, decisions, sched, steps, plans
+
+
+def rebuild_ir(gm: torch.fx.GraphModule, kind: str, through_aten: frozenset = frozenset()) -> Graph:
+    """The IR after inlining, as ``_compile`` built it (for a graph loaded from the graph cache)."""
     graph, _ = lower(gm, target_for(graph_device(gm)), keep_padding=kind != "backward",
-                     group_matmuls=kind == "inference")
+                     group_matmuls=kind == "inference", through_aten=through_aten)
+    scatter_in_place(graph, gm)
     inline(graph)
     return graph
+
+
+def lone_ops(plans: list, gm: torch.fx.GraphModule) -> frozenset:
+    """ATen graph nodes (by name) that a kernel, or a part of a foreach kernel, computes alone
+    (``config.single_op_kernels``): its only source, an ATen op that writes into no argument."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    found = set()
+    for part in (p for plan in plans for p in (plan.parts or [plan])):
+        sources = part.sources
+        node = nodes.get(sources[0]) if len(sources) == 1 else None
+        if node is not None and isinstance(node.target, torch._ops.OpOverload) and not node.target._schema.is_mutable:
+            found.add(node.name)
+    return frozenset(found)
+
+
+def buffer_contents(graph: Graph) -> dict:
+    """Each stored buffer's ATen ops, short (``buf9: ["addmm", "gelu"]``): what the kernel
+    storing it computes into it, or the ATen call that returns it."""
+    contents = {}
+    for node in graph.nodes:
+        if isinstance(node, InputNode):
+            continue
+        ops = list(dict.fromkeys(o.split(".")[1] if o.startswith("aten.") else o for o in node.origins))
+        names = [o[0] for o in node.outputs if o is not None] if isinstance(node, ExternNode) else [node.name]
+        contents.update((name, ops) for name in names)
+    return contents
 
 
 def _host_traffic(graph: Graph) -> str:
@@ -248,6 +311,12 @@ def _load_wrapper(name: str, text: str, device, objects: dict, checks: list):
 
 def _lap(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
+
+
+def _add_lap(timings: dict, phase: str, start: float) -> float:
+    """Add the time since ``start`` to ``phase``; the time now (the next phase's start)."""
+    timings[phase] = round(timings.get(phase, 0) + _lap(start), 3)
+    return time.perf_counter()
 
 
 def _steps(graph: Graph, sched, foreach: bool) -> tuple:

@@ -69,6 +69,12 @@ KNOBS = (
          "raise as eager raises for an index out of range (gather, index, index_select, embedding, "
          "scatters, index_put) and an integer division by zero on the CPU; off is unsafe: such an "
          "index reads or writes a clamped position and a division by zero gives 0, silently"),
+    Knob("guards", "BRAZE_GUARDS", True, _flag,
+         "check what a compiled graph assumes before running it: a graph with symbolic sizes tests its "
+         "size class's guards on each call (another class is compiled on a miss), and a first call "
+         "that raises restores the inputs it wrote and reruns eagerly; off is unsafe, a test aid: the "
+         "first size class compiled runs for every size (wrong results outside it) and a failing first "
+         "call raises"),
     Knob("debug", "BRAZE_DEBUG", 0, int,
          "0 quiet; 1 one line per graph; 2 + kernels and fusion decisions; 3 + generated code "
          "(levels of the 'braze' loggers, on stderr: braze/logs.py)"),
@@ -128,6 +134,13 @@ KNOBS = (
     Knob("inline_max_body", "BRAZE_INLINE_MAX_BODY", 400, int,
          "a buffer whose expression has grown past this many ops is stored, whatever its readers"),
     Knob("fuse", "BRAZE_FUSE", True, _flag, "fuse buffers into shared kernels (off: one kernel per stored buffer)"),
+    Knob("single_op_kernels", "BRAZE_SINGLE_OP_KERNELS", True, _flag,
+         "generate kernels that compute one lone ATen op (off: such an op runs through ATen; lone: "
+         "every value the kernel computes comes from one node of the ATen graph, views, loads, stores "
+         "and copies not counted; ops that write into their arguments are kept)"),
+    Knob("one_kernel_per_op", "BRAZE_ONE_KERNEL_PER_OP", False, _flag,
+         "bisecting: no inlining, no fusion, no foreach: every IR node is stored by a kernel of its "
+         "own (one per ATen op; an op lowered to several nodes, as var_mean, gets one per node)"),
     Knob("fuse_horizontal", "BRAZE_FUSE_HORIZONTAL", True, _flag,
          "fuse siblings that read the same input but do not depend on each other"),
     Knob("fuse_reductions", "BRAZE_FUSE_REDUCTIONS", True, _flag,

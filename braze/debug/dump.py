@@ -4,7 +4,7 @@ Takes: a ``CompiledGraph``. Gives: log records on braze's loggers (``braze/logs.
 ``braze.compiler`` INFO, one line per graph and its notes; ``braze.fuse`` DEBUG, its kernels,
 inlining and fusion decisions; ``braze.codegen`` DEBUG, its generated code and wrapper
 (``config.debug`` 1, 2 and 3 turn them on) and, with a debug directory, one folder per graph
-holding the ATen graph, braze's IR, the fusion log, the generated source and the wrapper.
+(``folder_name``) holding the ATen graph, braze's IR, the fusion log, the generated source and the wrapper.
 """
 from __future__ import annotations
 
@@ -36,7 +36,13 @@ def dump(compiled) -> None:
         logs.CODE.debug("%s", compiled.source)
         logs.CODE.debug("%s", compiled.wrapper)
     if config.debug_dir:
-        write(compiled, os.path.join(config.debug_dir, compiled.name))
+        write(compiled, os.path.join(config.debug_dir, folder_name(compiled)))
+
+
+def folder_name(compiled) -> str:
+    """``0-1-graph0``: Dynamo's compile id and the graph's name (numbered per compiled function)."""
+    compile_id = getattr(compiled, "compile_id", "")
+    return f"{compile_id.replace('/', '-')}-{compiled.name}" if compile_id else compiled.name
 
 
 def _decisions(compiled) -> list:

@@ -4,8 +4,10 @@ Takes: the compiled graphs and failures ``braze.backend.explain`` recorded. Give
 ``Report``: the compiled graphs (forward, backward or inference), their kernels (each with the
 ATen ops fused into it and its backend), extern and fallback ATen calls,
 inlining decisions and the fusion log (every pair considered, with its reason), for a
-graph with symbolic sizes its symbols, guards and specializations, and a readable table
-as ``str(report)``.
+graph with symbolic sizes its symbols, guards and specializations, what Dynamo did around
+braze (graph breaks, recompile limits: ``dynamo``), and a readable table as ``str(report)``.
+Buffers are shown with the ATen ops they hold (``buf9 (addmm + gelu)``); graphs are
+numbered per compiled function, each shown with Dynamo's compile id (``graph0 [0/0]``).
 
 """
 from __future__ import annotations
@@ -14,12 +16,14 @@ from dataclasses import dataclass, field
 
 from braze.debug.notes import notes as graph_notes
 from braze.fuse.legality import Reason
+from braze.ir.graph import ERROR_RECORD
 
 
 @dataclass
 class Report:
     graphs: list = field(default_factory=list)
     failures: list = field(default_factory=list)  # (kind, message) of graphs run eagerly
+    dynamo: list = field(default_factory=list)  # graph breaks and recompile limits, with Dynamo's reasons
 
     @property
     def kernels(self) -> list:
@@ -56,15 +60,19 @@ class Report:
     def __str__(self) -> str:
         lines = [f"braze: {len(self.graphs)} graph(s), {len(self.kernels)} kernel(s), "
                  f"{len(self.externs)} extern call(s), {len(self.fallbacks)} fallback(s)"]
+        lines += [f"Dynamo: {note}" for note in self.dynamo]
         for g in self.graphs:
             stored = sum(d.stored for d in g.decisions)
             fused = sum(r.fused for r in g.fusion_log)
-            lines.append(f"\n{g.name} ({g.kind}): {g.node_count} nodes after inlining, "
+            compile_id = f" [{g.compile_id}]" if getattr(g, "compile_id", "") else ""
+            lines.append(f"\n{g.name}{compile_id} ({g.kind}): {g.node_count} nodes after inlining, "
                          f"{stored} buffers stored, {len(g.decisions) - stored} inlined, "
                          f"{fused} fusions, compiled in {sum(g.timings.values()):.1f} ms")
             lines.append(f"  {'kernel':10} {'backend':8} {'shape':10} ATen ops")
             for k in g.kernels:
-                lines.append(f"  {k.name:10} {k.backend:8} {k.shape:10} {', '.join(k.ops)}")
+                writes = [b for b in k.writes if b != ERROR_RECORD]
+                stores = f" -> {', '.join(writes)}" if writes else ""
+                lines.append(f"  {k.name:10} {k.backend:8} {k.shape:10} {', '.join(k.ops)}{stores}")
             for e in g.externs:
                 lines.append(f"  {'extern':10} {'aten':8} {'':10} {e}")
             for f in g.fallbacks:
@@ -78,10 +86,16 @@ class Report:
                 lines.append(f"  check {k}: {site.op}: {what} (raises {site.exception})")
             refused = [r for r in g.fusion_log if not r.fused and r.reason is not Reason.SAME_KERNEL]
             for r in refused[:8]:
-                lines.append(f"  not fused: {r.first} + {r.second}: {r.reason.value}"
+                lines.append(f"  not fused: {buffer_label(g, r.first)} + {buffer_label(g, r.second)}: {r.reason.value}"
                              f"{f' ({r.detail})' if r.detail else ''}")
             if len(refused) > 8:
                 lines.append(f"  ... {len(refused) - 8} more refused pairs in .fusion_log")
         for kind, message in self.failures:
             lines.append(f"\n{kind} graph ran eagerly: {message}")
         return "\n".join(lines)
+
+
+def buffer_label(graph, name: str) -> str:
+    """``buf9 (addmm + gelu)``: a buffer of a compiled graph with the ATen ops it holds."""
+    ops = getattr(graph, "contents", {}).get(name)
+    return f"{name} ({' + '.join(ops)})" if ops else name

@@ -8,6 +8,7 @@ it was stored or inlined. This is the only place such a decision is made.
 The cost model, in order:
 - stored: reductions, graph outputs, inputs of ATen calls, writes into inputs;
 - dropped: nothing reads it;
+- stored: everything else, with ``config.one_kernel_per_op`` (bisecting);
 - stored (Triton only): an expression that gathers (loads at indices it loads), read
   by a reduction of few long rows (``Target.gathers_slowly``): each program would
   wait for its gathers chunk after chunk. A loss's per-row pick from the logits, read
@@ -75,6 +76,7 @@ def inline(graph: Graph) -> list[Decision]:
             if empty:
                 node.body = _without_reads_of(node.body, empty)
             node.origins = _merged_origins(node, bodies, graph)
+            node.sources = _merged_sources(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
             stored, reason = _decide(node, sites[node.name], graph, node.name in gathered_slowly,
                                      node.name in compared)
@@ -169,6 +171,8 @@ def _decide(node: ComputeNode, uses: int, graph: Graph, read_by_few_long_rows: b
         return True, node.pinned
     if uses == 0:
         return False, "unused"
+    if config.one_kernel_per_op:
+        return True, "one kernel per op (one_kernel_per_op)"
     if read_by_few_long_rows and gathers(node.body):
         return True, "gathers for a reduction of few long rows"
     size = op_count(node.body)
@@ -206,6 +210,12 @@ def _merged_origins(node: ComputeNode, bodies: dict, graph: Graph) -> list:
             origins.extend(o for o in graph.producer(name).origins if o not in origins)
     origins.extend(o for o in node.origins if o not in origins)
     return origins
+
+
+def _merged_sources(node: ComputeNode, bodies: dict, graph: Graph) -> list:
+    """The ATen graph nodes the node computes, with those of every producer inlined into it."""
+    sources = [s for name in node.reads() if name in bodies for s in graph.producer(name).sources]
+    return list(dict.fromkeys(sources + node.sources))
 
 
 def _empty_buffers(graph: Graph) -> set:

@@ -104,6 +104,12 @@ class KernelPlan:
                     seen.append(o)
         return seen
 
+    @property
+    def sources(self) -> list:
+        """The ATen graph nodes (by name) whose values the kernel computes (copies aside)."""
+        return list(dict.fromkeys(s for m in self.members + [m for p in self.parts for m in p.members]
+                                  for s in m.node.sources))
+
     def outer_numel(self) -> int:
         return math.prod(v.size for v in self.outer)
 

@@ -19,12 +19,14 @@ Cost: proportional to the window, so near-linear for local fusions.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 from braze import config
 from braze.fuse.legality import Reason, Verdict, check_merge, group_domain
 from braze.ir import dtypes, symbols
 from braze.ir.graph import ComputeNode, ExternNode, Graph
+from braze.ir.collectives import starts_collective, waits
 
 
 @dataclass
@@ -95,6 +97,7 @@ class Scheduler:
         for g in self.groups:
             if not g.extern and g.nodes[0].mutates:
                 writers.setdefault(g.nodes[0].mutates, []).append(g)
+        self._chain_collectives()
         for g in self.groups:
             for name in g.nodes[0].reads():
                 producer = self.group_of.get(name)
@@ -108,6 +111,13 @@ class Scheduler:
                     else:
                         self._edge(g, writer)
 
+    def _chain_collectives(self) -> None:
+        """Collectives run in program order, as on every other rank: a collective that
+        no data orders after another is ordered after it all the same."""
+        started = [g for g in self.groups if g.extern and starts_collective(g.nodes[0].target)]
+        for a, b in zip(started, started[1:]):
+            self._edge(a, b)
+
     def _edge(self, a: Group, b: Group) -> None:
         a.succs.add(b)
         b.preds.add(a)
@@ -115,7 +125,7 @@ class Scheduler:
     # ------------------------------------------------------------------ driving
 
     def run(self) -> Schedule:
-        if config.fuse:
+        if config.fuse and not config.one_kernel_per_op:
             candidates = self._candidates()
             for _ in range(3):
                 if not self._fuse_round(candidates):
@@ -246,19 +256,29 @@ def _topological(groups: list) -> list:
     """``groups`` in an order that respects every edge, as close to the given order as
     possible. Graph order already respects producer edges; a read of an input's old
     value may come after the node that overwrites it (``step.add_(1)`` then a read of
-    ``step`` inlined from before the add) and moves ahead of that write."""
+    ``step`` inlined from before the add) and moves ahead of that write. The wait of a
+    collective moves down to just before its first reader: what runs in between
+    overlaps the communication."""
     waiting = {g.id: len(g.preds) for g in groups}
-    ready = [g.id for g in groups if not g.preds]
+    ready = [_priority(g) for g in groups if not g.preds]
     heapq.heapify(ready)
     by_id = {g.id: g for g in groups}
     order = []
     while ready:
-        g = by_id[heapq.heappop(ready)]
+        g = by_id[heapq.heappop(ready)[1]]
         order.append(g)
         for s in g.succs:
             waiting[s.id] -= 1
             if not waiting[s.id]:
-                heapq.heappush(ready, s.id)
+                heapq.heappush(ready, _priority(s))
     if len(order) != len(groups):
         raise RuntimeError("braze: a cycle between reads of an input and its overwrite")
     return order
+
+
+def _priority(g: Group) -> tuple:
+    """Where ``g`` goes among the ready groups: its place in the program, or a wait's
+    first reader's (the last place when nothing in the graph reads it)."""
+    if g.extern and waits(g.nodes[0].target):
+        return (min((s.id for s in g.succs), default=math.inf), g.id)
+    return (g.id, g.id)

@@ -147,6 +147,7 @@ class ComputeNode(Node):
     mutates: str | None = None  # buffer written in place (copy_ into an input; a scatter's target)
     preferred: Layout | None = None  # eager's layout for this value, used if it is stored
     pinned: str | None = None  # why the node must be stored whatever the inliner thinks
+    sources: list = field(default_factory=list)  # ATen graph nodes (by name) it computes; copies none
 
     @property
     def is_reduction(self) -> bool:

@@ -115,8 +115,9 @@ def constant_value(value, dtype) -> TensorValue:
 
 
 class Lowerer:
-    def __init__(self, gm: torch.fx.GraphModule, target, keep_padding: bool = True, group_matmuls: bool = False):
+    def __init__(self, gm, target, keep_padding: bool = True, group_matmuls: bool = False, through_aten=frozenset()):
         self.gm = gm
+        self.through_aten = through_aten  # ATen graph nodes (by name) run through ATen on purpose
         self.group_matmuls = group_matmuls  # products of one left operand as one (lower/matmul_groups.py)
         self.matmul_groups: dict | None = None  # {product node: its group}, found at the first product
         self.graph = Graph(device=graph_device(gm), target=target)
@@ -142,7 +143,11 @@ class Lowerer:
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
             elif node.op == "call_function" and node not in self.env:  # (else lowered ahead)
+                first = len(self.graph.nodes)
                 self.env[node] = self._call(node)
+                for made in self.graph.nodes[first:]:  # the nodes computing it (a copy computes no op)
+                    if isinstance(made, ComputeNode) and made.origins != ["copy"]:
+                        made.sources = [node.name]
             elif node.op == "output":
                 self._outputs(node)
         return self.graph
@@ -213,6 +218,8 @@ class Lowerer:
             raise LoweringError(target, f"the size of its result depends on its input's values (traced as "
                                 f"{_traced_sizes(node)}); braze compiles fixed sizes only, so it cannot compile "
                                 "this graph", describe_inputs(node))
+        if node.name in self.through_aten:  # (``single_op_kernels`` off: a lone op's kernel)
+            return self.extern(target, args, kwargs)
         rule = LOWERINGS.get(target)
         why = "braze has no rule for it" if rule is None else "its dtypes are not generated"
         if rule is not None and not _disabled(target) and _dtypes_supported(node):
@@ -301,7 +308,7 @@ class Lowerer:
                                      exact=True)  # eager's view strides hold for eager's layout only (not padded rows)
             if buffer is not None:
                 return OutputSpec("view", buffer, sizes_of(meta), strides_of(meta),
-                                  _view_offset(self.graph, buffer, meta))
+                                  offset_of(meta))
         layout = _meta_layout(meta)
         buffer = self.storage_of(value, layout, reason="graph output", exact=True)
         used = {o.buffer for o in self.graph.outputs}
@@ -464,6 +471,7 @@ class Lowerer:
 
 # ----------------------------------------------------------------------------- helpers
 
+
 def _checked_shape(node, result):
     """``result``, if its sizes are the traced value's: a rule that gets a shape wrong (a
     reduction over a dim of one element keeping it) is a bug that must not reach the user
@@ -545,8 +553,7 @@ def _concrete(value):
 
 
 def _meta_layout(val: torch.Tensor) -> Layout:
-    return Layout(sizes_of(val), strides_of(val),
-                  offset_of(val))
+    return Layout(sizes_of(val), strides_of(val), offset_of(val))
 
 
 def _view_base(fx_value):
@@ -573,10 +580,6 @@ def _same_interpretation(base, view) -> bool:
     """Does ``view`` read its base's bytes as the base does (dtype, conj and neg bits)?"""
     return (base.dtype == view.dtype and base.is_conj() == view.is_conj()
             and base.is_neg() == view.is_neg())
-
-
-def _view_offset(graph: Graph, buffer: str, meta) -> int:
-    return offset_of(meta)
 
 
 def describe_inputs(node) -> str:

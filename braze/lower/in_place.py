@@ -60,7 +60,8 @@ def _removable_copy(graph: Graph, gm):
         if base is None or any(isinstance(n, ExternNode) for n in readers.get(copy.name, ())):
             continue
         others = [n for n in readers.get(base, ()) if n is not copy
-                  and not (n.is_scatter and n.mutates == base and rank[n.name] < rank[copy.name])]
+                  and not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == base
+                           and rank[n.name] < rank[copy.name])]
         if others:
             continue
         source = graph.producer(base)

@@ -33,10 +33,23 @@ pickle is unpickled from them, never read again. A shared library must be
 loaded by path; ``lookup`` checks the file at that path and the caller loads it
 at once. Nobody else can replace it in between because nobody else can write in
 the private directory. An entry that fails a check is ignored and rebuilt.
+
+Several processes (the ranks of a distributed job) share one directory. An entry is
+built and published under a lock of its own (``fcntl.flock`` on ``locks/<name>.lock``,
+released by the kernel if its holder dies): a process that waited for another's build
+finds the entry when it gets the lock and uses it, so each entry is built once, and an
+entry and its MAC always come from one build (two builds of one C++ source differ in
+their bytes: the library keeps the name of the temporary file it was compiled from).
+Readers take no lock: an entry is replaced (``os.replace``, so a reader sees a whole
+file or none) only when it failed its check or its caller knows it stale (``replace``);
+a reader that meets a new entry beside its old MAC takes it as a miss and waits for the
+lock. ``counts`` says what this process found, waited for and built.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import os
@@ -61,6 +74,10 @@ _dirs: dict = {}  # configured path -> (directory in use, its identity when chec
 _keys: dict = {}  # directory in use -> its secret key
 _warned: set = set()  # configured paths refused (one warning each)
 _fallback: dict = {}  # "path": this process's private temporary directory
+LOCKS = "locks"
+# hit: an entry found on lookup; miss: none found; waited: found after another process (or
+# thread) built it while this one waited for its lock; built: built and published by this one
+counts = {"hit": 0, "miss": 0, "waited": 0, "built": 0}
 
 
 class CacheWarning(UserWarning):
@@ -284,7 +301,9 @@ def read(key: str, suffix: str) -> bytes | None:
     """The authenticated bytes of the entry for ``key``, or None (absent, damaged, forged)."""
     if not config.cache or not key:
         return None
-    return _verified(cache_dir(), key + suffix)
+    data = _verified(cache_dir(), key + suffix)
+    _count("hit" if data is not None else "miss")
+    return data
 
 
 def lookup(key: str, suffix: str) -> str | None:
@@ -293,27 +312,58 @@ def lookup(key: str, suffix: str) -> str | None:
     if not config.cache:
         return None
     directory = cache_dir()
-    return os.path.join(directory, key + suffix) if _verified(directory, key + suffix) is not None else None
+    found = _verified(directory, key + suffix) is not None
+    _count("hit" if found else "miss")
+    return os.path.join(directory, key + suffix) if found else None
 
 
-def store(key: str, suffix: str, build) -> str:
-    """Build into a temporary file (``build(path)``), then publish it atomically with its MAC."""
+def store(key: str, suffix: str, build, replace: bool = False) -> str:
+    """Build into a temporary file (``build(path)``), then publish it atomically with its MAC,
+    holding the entry's lock; an entry another process (or thread) published meanwhile is
+    used instead, unless ``replace`` (the caller knows the entry there is stale)."""
     directory = cache_dir() if config.cache else _fallback_dir()
-    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=directory)
-    os.close(fd)
+    name = key + suffix
+    final = os.path.join(directory, name)
+    with entry_lock(directory, name):
+        if config.cache and not replace and _verified(directory, name) is not None:
+            _count("waited")
+            return final
+        fd, tmp = tempfile.mkstemp(suffix=suffix, dir=directory)
+        os.close(fd)
+        try:
+            build(tmp)
+            os.chmod(tmp, 0o600)  # a compiler may have made it anew, with the umask's mode
+            with open(tmp, "rb") as f:
+                data = f.read()
+            os.replace(tmp, final)
+            _publish(directory, final + MAC, mac(_key_for(directory), name, data).encode())
+            _count("built")
+            return final
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def entry_lock(directory: str, name: str):
+    """Hold the exclusive lock of entry ``name`` (other processes, and other threads of this
+    one, wait). The lock files stay: removing one could let two holders lock two files."""
+    locks = os.path.join(directory, LOCKS)
     try:
-        build(tmp)
-        os.chmod(tmp, 0o600)  # a compiler may have made it anew, with the umask's mode
-        with open(tmp, "rb") as f:
-            data = f.read()
-        name = key + suffix
-        final = os.path.join(directory, name)
-        os.replace(tmp, final)
-        _publish(directory, final + MAC, mac(_key_for(directory), name, data).encode())
-        return final
+        os.mkdir(locks, 0o700)
+    except FileExistsError:
+        pass
+    fd = os.open(os.path.join(locks, name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.close(fd)  # (releases the lock)
+
+
+def _count(what: str) -> None:
+    with _lock:
+        counts[what] += 1
 
 
 def _publish(directory: str, path: str, data: bytes) -> None:

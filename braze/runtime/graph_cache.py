@@ -39,7 +39,7 @@ from braze.runtime import cache
 
 # Knobs that change what is reported or where things go, not what is generated.
 _NEUTRAL_KNOBS = {"strict", "debug", "debug_dir", "cache", "cache_dir", "graph_cache", "trace_cache",
-                  "compile_workers", "host_cache_mb", "native_launch"}
+                  "compile_workers", "host_cache_mb", "native_launch", "guards", "progress"}
 _FORMAT = "braze-graph-1"
 
 

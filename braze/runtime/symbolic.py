@@ -14,6 +14,8 @@ argument gives, the Triton backend, which does not take sizes as arguments yet) 
 handed to ``Specializing`` (one compile per concrete shape) and the reason kept in
 ``fallback_reason``. More than ``config.max_size_variants`` variants fall back the same
 way: the graph's decisions depend on the sizes too finely for variants to pay off.
+With ``config.guards`` off (read at construction; unsafe, a test aid) the first variant
+compiled runs for every call, its guards unchecked.
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ class Symbolic:
         self.fallback_reason = ""
         self.fallback_trace = ""  # the traceback of the failure behind ``fallback_reason``
         self.shape_env = None
+        self.guards = config.guards
         self._boxed_call = True
         try:
             self.bindings, self.ranges, self.tensors, self.shape_env = _bindings(gm)
@@ -72,6 +75,8 @@ class Symbolic:
     def __call__(self, args):
         if self.fallback is not None:
             return self.fallback(args)
+        if not self.guards and self.variants:
+            return self.variants[0].call(args)
         values = self._values(args)
         for variant in self.variants:
             if variant.check(args, values):

@@ -26,9 +26,10 @@ torch, operator or builtins (a user function kept in the graph) is not cached:
 its body could change under the same name.
 
 A hit's first call is guarded as a compiled graph's always is: if it raises,
-Dynamo's graph runs eagerly from then on. Its IR and ATen graph are not
-available (``CompiledGraph.graph`` is None): explain and debug dumps compile
-afresh (the cache is off while debugging).
+Dynamo's graph runs eagerly from then on. Its ATen graph is not at hand: its
+IR is rebuilt only when read (``CompiledGraph.graph``), by tracing Dynamo's graph
+again (``debug/retrace.py``); debug dumps compile afresh (the cache is off while
+debugging).
 """
 from __future__ import annotations
 

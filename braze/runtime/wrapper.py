@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from braze import config
 from braze.ir import symbols
+from braze.ir.collectives import starts_collective, waits
 from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph, InputNode, row_major_strides
 from braze.runtime import host_cache, pages
 
@@ -130,12 +131,29 @@ class _Writer:
                 last[name] = k
         for name in self.outputs:
             last[name] = len(self.steps)
+        self._hold_for_collectives(last)
         for group in self._storage_groups():
             end = max(last.get(name, -1) for name in group)
             for name in group:
                 if name in last:
                     last[name] = end
         return last
+
+    def _hold_for_collectives(self, last: dict) -> None:
+        """The buffers a collective reads live until its last wait: the process group may
+        read them until then (gloo in its own thread, NCCL on its own stream), so their
+        storage must not go to a buffer written in between. A result nobody waits for in
+        this graph holds them to the end of the call."""
+        waited = {}  # collective result -> the step that waits for it
+        for k, step in enumerate(self.steps):
+            if step.kind == "extern" and waits(step.node.target):
+                for name in step.reads:
+                    waited[name] = k
+        for k, step in enumerate(self.steps):
+            if step.kind == "extern" and starts_collective(step.node.target):
+                end = max((waited.get(name, len(self.steps)) for name in step.writes), default=k)
+                for name in step.reads:
+                    last[name] = max(last.get(name, k), end)
 
     def _storage_groups(self) -> list:
         """Sets of buffers that may share storage: the arguments and results of every ATen
@@ -242,7 +260,9 @@ class _Writer:
                 self.lines.append(f"    {name} = {target[:-len('.default')]}.out({args}{kwargs}, out={out})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
-                if not (node.target in CONTIGUOUS_RESULTS and _row_major(layout)):
+                contiguous = node.target in CONTIGUOUS_RESULTS and _row_major(layout)
+                # (a collective's result is not read before its wait, whose result is checked)
+                if not contiguous and not starts_collective(node.target):
                     self._check_layout(outs[0])
             return
         result = f"{node.name}_result"
@@ -250,7 +270,8 @@ class _Writer:
         for k, out in enumerate(outs):
             if out is not None:
                 self.lines.append(f"    {out[0]} = {result}[{k}]")
-                self._check_layout(out)
+                if not starts_collective(node.target):
+                    self._check_layout(out)
         self.lines.append(f"    del {result}")
 
     def _args_text(self, args) -> str:

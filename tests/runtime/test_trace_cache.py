@@ -69,9 +69,11 @@ def test_a_graph_seen_before_skips_aot_autograd(cache_dir, traces, backend):
     args = inputs(1)
     out, cached = compile_and_run(block, *args)
     assert traces[0] == 1, "the second compile traced again"
-    assert cached[0].from_graph_cache and cached[0].kind == "inference" and cached[0].graph is None
+    assert cached[0].from_graph_cache and cached[0].kind == "inference" and cached[0].ir is None
     assert [k.ops for k in cached[0].kernels] == [k.ops for k in graphs[0].kernels]
     assert_like_eager(out, block, args)
+    assert cached[0].graph.to_text() == graphs[0].graph.to_text()  # rebuilt when read (debug/retrace.py)
+    assert traces[0] == 1  # (by a trace of its own, not the backend's)
 
 
 def test_what_changes_the_trace_changes_the_key(cache_dir, traces):

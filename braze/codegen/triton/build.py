@@ -185,8 +185,8 @@ class Compiler:
         with torch.cuda.device(self.device):
             if not native.prepare(kernel, self.device.index or 0):
                 kernel._init_handles()
-        if kernel.hash != marked:
-            cache.store(_marker(job, self.target), ".ok", lambda out: _write(out, kernel.hash))
+        if kernel.hash != marked:  # (a marker naming a binary Triton's cache no longer has is replaced)
+            cache.store(_marker(job, self.target), ".ok", lambda out: _write(out, kernel.hash), replace=bool(marked))
         _compiled[job] = kernel
         return kernel
 

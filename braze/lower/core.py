@@ -30,7 +30,7 @@ from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir import symbols
-from braze.ir.symbols import offset_of, sizes_of, strides_of
+from braze.ir.traced import concrete, offset_of, sizes_of, strides_of
 from braze.ir.expr import Expr, Op, cast, load, substitute
 from braze.ir.graph import (BufferArg, ComputeNode, ExternNode, Graph, InputNode, Layout,
                             OutputSpec, out_vars)
@@ -254,7 +254,7 @@ class Lowerer:
             raise LoweringError(target, f"a symbolic {type(traced).__name__} ({traced}): braze's sizes are "
                                 "integers", describe_inputs(node))
         if isinstance(traced, torch.SymInt) and symbols.active():  # (per shape: the traced value is stale)
-            return symbols.concrete(traced)
+            return concrete(traced)
         return target(*args, **kwargs)
 
     def _outputs(self, node):
@@ -549,7 +549,7 @@ def _concrete(value):
     in the trace is not the call's (the graph's propagated values are), so no rule."""
     if isinstance(value, torch.SymInt) and not symbols.active():
         raise Unsupported("symbolic size")
-    return symbols.concrete(value)
+    return concrete(value)
 
 
 def _meta_layout(val: torch.Tensor) -> Layout:

@@ -17,7 +17,8 @@ from braze.ir import dtypes
 from braze.ir.expr import Expr, Op, binary, checked, const, rounded_mul, unary, where
 from braze.lower.checks import check_site
 from braze.lower.core import TensorValue, is_host_scalar, register
-from braze.lower.pointwise import add, c, div, eager_rounded, mul, pointwise, promote, reads_as_stored, sub
+from braze.lower.pointwise import add, c, div, mul, pointwise, promote, sub
+from braze.lower.rounding import eager_rounded, reads_as_stored
 
 aten = torch.ops.aten
 

@@ -8,9 +8,7 @@ computed in float32 and rounded once when stored.
 """
 from __future__ import annotations
 
-import functools
 import math
-import weakref
 from functools import lru_cache
 
 import torch
@@ -20,9 +18,10 @@ from torch._prims_common import elementwise_dtypes
 from braze import config
 from braze.ir import dtypes
 from braze.ir import symbols
-from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, loads, unary, where
-from braze.ir.graph import ComputeNode, ExternNode, InputNode, out_vars
+from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, unary, where
+from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register, sizes_of
+from braze.lower.rounding import cpu_scalar_rounded, eager_rounded, reads_as_stored
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -102,58 +101,6 @@ def finish(ctx, body: Expr, result, sizes) -> TensorValue:
     elif keep_wide and config.low_precision_rounding == "every_op":
         body = cast(cast(body, result), torch.float32)
     return ctx.compute(result, sizes, body)
-
-
-def eager_rounded(ctx, value):
-    """``value`` as eager computes it: a bf16/fp16 intermediate rounded to its dtype, and so
-    is every bf16/fp16 op on its way from the last stored values.
-
-    braze keeps such values in float32 inside a kernel (rounding once, when stored), which
-    changes nothing a continuous consumer computes but can change what a discontinuous one
-    does: ``round(x / 0.05)`` lands on the other integer, a comparison flips (``amin``'s
-    backward compares the saved, rounded minimum with the input recomputed in the
-    backward), a float16 value past 65504 is not yet infinite. Rules of such consumers read
-    their operands through ``reads_as_stored``. A graph input or an ATen result is stored
-    already and comes back as it is."""
-    if not isinstance(value, TensorValue):
-        return value
-    expr = value.expr
-    if expr.op is Op.LOAD and isinstance(ctx.graph.producer(expr.arg), (InputNode, ExternNode)):
-        return value
-    _round_each_op(ctx.graph, expr)
-    if value.dtype not in dtypes.LOW_PRECISION or \
-            expr.op is Op.CAST and expr.arg != "store" and expr.args[0].dtype is torch.float32:
-        return value  # not rounded, or rounded already
-    return TensorValue(value.dtype, value.sizes, cast(cast(expr, torch.float32), value.dtype))
-
-
-_WALKED = weakref.WeakKeyDictionary()  # per graph: the nodes _round_each_op has been through
-
-
-def _round_each_op(graph, expr: Expr) -> None:
-    """Round the result of every bf16/fp16 pointwise node on the way to ``expr`` from the
-    last stored values (inputs, ATen results, reductions), through nodes of other dtypes
-    (a float32 upcast), as ``low_precision_rounding="every_op"`` would."""
-    walked = _WALKED.setdefault(graph, set())
-    pending = [ld.arg for ld in loads(expr)]
-    while pending:
-        name = pending.pop()
-        node = graph.producer(name)
-        if name in walked or not isinstance(node, ComputeNode) or node.is_reduction or node.is_scatter \
-                or node.is_scan:
-            continue
-        walked.add(name)
-        if node.dtype in dtypes.LOW_PRECISION and node.body.dtype is torch.float32:
-            node.body = cast(cast(node.body, node.dtype), torch.float32)
-        pending.extend(ld.arg for ld in loads(node.body))
-
-
-def reads_as_stored(rule):
-    """``rule`` with its tensor operands rounded as eager stores them (``eager_rounded``)."""
-    @functools.wraps(rule)
-    def discontinuous(ctx, *args, **kwargs):
-        return rule(ctx, *(eager_rounded(ctx, a) for a in args), **kwargs)
-    return discontinuous
 
 
 def c(value, like: Expr) -> Expr:
@@ -341,21 +288,9 @@ def truthy(v: Expr) -> Expr:
 
 # ----------------------------------------------------------------------------- binary
 
-def _cpu_scalar_rounded(ctx, value, alpha):
-    """A number added to or subtracted from a bf16/fp16 tensor as eager's CPU kernels take
-    it: rounded to the tensor's dtype (``x - 1e-5`` subtracts bf16's 1.0014e-05, ``x + 257``
-    adds 256; CUDA's kernels, and CPU ``mul``/``div``, use the number as given)."""
-    out = ctx.out
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if alpha != 1 or not number or not isinstance(out, torch.Tensor) or out.device.type != "cpu" \
-            or out.dtype not in dtypes.LOW_PRECISION:
-        return value
-    return torch.tensor(value, dtype=torch.float64).to(out.dtype).item()
-
-
 @register(aten.add.Tensor, aten.add.Scalar)
 def _add(ctx, a, b, alpha=1):
-    a, b = _cpu_scalar_rounded(ctx, a, alpha), _cpu_scalar_rounded(ctx, b, alpha)
+    a, b = cpu_scalar_rounded(ctx, a, alpha), cpu_scalar_rounded(ctx, b, alpha)
 
     def fn(x, y):
         if x.dtype is not torch.bool:
@@ -366,7 +301,7 @@ def _add(ctx, a, b, alpha=1):
 
 @register(aten.sub.Tensor, aten.sub.Scalar)
 def _sub(ctx, a, b, alpha=1):
-    a, b = _cpu_scalar_rounded(ctx, a, alpha), _cpu_scalar_rounded(ctx, b, alpha)
+    a, b = cpu_scalar_rounded(ctx, a, alpha), cpu_scalar_rounded(ctx, b, alpha)
     return pointwise(ctx, lambda x, y: sub(x, _scaled(y, alpha)), a, b)
 
 
@@ -378,7 +313,7 @@ def _fma(ctx, a, b, c):
 
 @register(aten.rsub.Tensor, aten.rsub.Scalar)
 def _rsub(ctx, a, b, alpha=1):
-    a, b = _cpu_scalar_rounded(ctx, a, alpha), _cpu_scalar_rounded(ctx, b, alpha)
+    a, b = cpu_scalar_rounded(ctx, a, alpha), cpu_scalar_rounded(ctx, b, alpha)
     return pointwise(ctx, lambda x, y: sub(y, _scaled(x, alpha)), a, b)
 
 

@@ -30,7 +30,7 @@ import torch
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir import symbols
+from braze.ir import symbols, traced
 from braze.ir.expr import (COUNTER_WORDS, RANDOM_WORDS, Expr, Op, binary, cast, const, index, load, random, unary,
                             where)
 from braze.ir.graph import out_vars
@@ -56,7 +56,7 @@ def _seed(ctx) -> Expr:
 def random_values(ctx, kind: str, sizes) -> Expr:
     """``kind`` numbers over ``sizes`` (float32), element ``i`` in row-major order drawing
     the ``i``-th number of ``kind`` from word ``base`` on (``base`` a whole counter)."""
-    sizes = tuple(symbols.concrete(s) for s in sizes)
+    sizes = tuple(traced.concrete(s) for s in sizes)
     if config.fallback_random:
         raise Unsupported("fallback_random is on")
     seed = _seed(ctx)

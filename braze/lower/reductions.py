@@ -17,7 +17,8 @@ from braze.ir import symbols
 from braze.ir.expr import Op, binary, cast, const, index, unary
 from braze.ir.graph import ReduceOp, Reduction, out_vars, reduce_vars
 from braze.lower.core import TensorValue, Unsupported, register
-from braze.lower.pointwise import eager_rounded, finish, truthy
+from braze.lower.pointwise import finish, truthy
+from braze.lower.rounding import eager_rounded
 from braze.lower.views import norm_dim
 
 aten = torch.ops.aten

@@ -12,7 +12,7 @@ import math
 import torch
 
 from braze.ir import simplify as S
-from braze.ir import symbols
+from braze.ir import symbols, traced
 from braze.ir.expr import index
 from braze.ir.graph import InputNode, out_vars
 from braze.ir.expr import Op
@@ -23,7 +23,7 @@ aten = torch.ops.aten
 
 def remap(tv: TensorValue, sizes, indices_of) -> TensorValue:
     """A view of ``tv`` with ``sizes``: element ``v`` is ``tv[indices_of(v)]``."""
-    sizes = tuple(symbols.concrete(s) for s in sizes)
+    sizes = tuple(traced.concrete(s) for s in sizes)
     return TensorValue(tv.dtype, sizes, tv.at(indices_of(out_vars(sizes))))
 
 

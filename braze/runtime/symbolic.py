@@ -26,7 +26,7 @@ import traceback
 import torch
 
 from braze import config
-from braze.ir import symbols
+from braze.ir import symbols, traced
 
 
 @dataclasses.dataclass
@@ -154,7 +154,7 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
 def _strides(tensors: list) -> list:
     """``(position, stride texts)`` of each tensor argument with symbolic strides (in a
     compile's context: a stride ``Max(1, s0)`` is decided there)."""
-    return [(position, [symbols.text_of(symbols.concrete(s), "python") for s in val.stride()])
+    return [(position, [symbols.text_of(traced.concrete(s), "python") for s in val.stride()])
             for position, val in tensors]
 
 

@@ -4,7 +4,7 @@ import pytest
 import sympy
 
 from braze.ir import simplify as S
-from braze.ir import symbols
+from braze.ir import symbols, traced
 from braze.ir.expr import var
 from braze.ir.symbols import Context, deciding, symbol
 
@@ -82,9 +82,9 @@ def test_text_in_each_language_and_from_the_shape_env():
     with symbols.language("python"):
         assert repr((s0, 4 * s0)) == "(s0, (4*s0))"
     x, y = sympy.symbols("s0 s1", integer=True, positive=True)
-    assert symbols.from_sympy(x * y + 2 * x) == s0 * symbol("s1") + 2 * s0
+    assert traced.from_sympy(x * y + 2 * x) == s0 * symbol("s1") + 2 * s0
     from torch.utils._sympy.functions import CeilToInt, IntTrueDiv
-    ceiling = symbols.from_sympy(CeilToInt(IntTrueDiv(x, 32)))  # SDPA's logsumexp rows
+    ceiling = traced.from_sympy(CeilToInt(IntTrueDiv(x, 32)))  # SDPA's logsumexp rows
     for n in (1, 31, 32, 33, 100):
         assert symbols.value_of(ceiling, {"s0": n}) == -(-n // 32)
 

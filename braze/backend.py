@@ -143,7 +143,8 @@ def _from_trace_cache(key: str, gm: torch.fx.GraphModule, scope: Scope, example_
     if compiled is None:
         return None
     from braze.debug.retrace import Retrace
-    compiled.rebuild = Retrace(gm, example_inputs, options)
+    compiled.rebuild = Retrace(gm, example_inputs, options, {
+        "eager_outputs": _eager_outputs, "eager_strides": _eager_strides, "partition": _partition})
     for listener in list(_listeners):
         listener(compiled)
     _debug(compiled)

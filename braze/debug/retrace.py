@@ -26,8 +26,11 @@ from braze.lower.layouts import choose_layouts
 
 
 class Retrace:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, options: dict):
-        self.gm = gm
+    """``aot``: the backend's own steps this needs (``eager_outputs``, ``eager_strides``,
+    ``partition``), passed in so that this module does not import the backend."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, options: dict, aot: dict):
+        self.gm, self.aot = gm, aot
         self.inputs = [(tuple(x.shape), tuple(x.stride()), x.dtype, x.device, x.requires_grad)
                        for x in example_inputs]
         self.options = dict(options)
@@ -44,12 +47,11 @@ class Retrace:
 
     def _trace(self) -> torch.fx.GraphModule:
         """AOTAutograd's inference graph for Dynamo's graph, as the backend gave it to braze."""
-        from braze import backend
-        eager = backend._eager_outputs(self.gm)
+        eager = self.aot["eager_outputs"](self.gm)
         captured = []
 
         def capture(aten_gm, _inputs):
-            backend._eager_strides(aten_gm, "inference", eager)
+            self.aot["eager_strides"](aten_gm, "inference", eager)
             choose_layouts(aten_gm)
             captured.append(aten_gm)
             return make_boxed_func(aten_gm.forward)
@@ -60,7 +62,7 @@ class Retrace:
                      for shape, stride, dtype, device, grad in self.inputs]
         with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
             aot_autograd(fw_compiler=capture, inference_compiler=capture, decompositions=table(config.fallback_random),
-                         partition_fn=backend._partition, keep_inference_input_mutations=True)(self.gm, fakes)
+                         partition_fn=self.aot["partition"], keep_inference_input_mutations=True)(self.gm, fakes)
         if len(captured) != 1:
             raise RuntimeError(f"braze: tracing the graph again gave {len(captured)} ATen graphs, not one "
                                "inference graph: its IR cannot be rebuilt")

@@ -34,7 +34,7 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from braze import config, logs
 from braze.codegen import target_for
-from braze.compiler import CompiledGraph, Scope, compile_graph, load_cached
+from braze.compiler import CompiledGraph, Scope, compile_graph, load_cached, load_entry
 from braze.debug.explain import Report
 from braze.errors import BrazeError
 from braze.decompositions import table
@@ -218,13 +218,19 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
     if config.symbolic_sizes and target_for(graph_device(gm)).takes_sizes:
         from braze.runtime.symbolic import Symbolic
         _eager_strides(gm, kind, eager)
-        return Symbolic(gm, kind, options, functools.partial(_compiled_or_raise, scope=scope), per_shape)
+        return Symbolic(gm, kind, options, functools.partial(_compiled_or_raise, scope=scope), per_shape,
+                        load_fn=functools.partial(_loaded, scope=scope))
     return per_shape()
 
 
 def _compiled_or_raise(gm: torch.fx.GraphModule, kind: str, scope: Scope | None = None):
     """braze's compiled graph (boxed, its first call guarded); a failure raises."""
     return _announced(compile_graph(gm, kind, scope=scope), gm, kind)
+
+
+def _loaded(entry, gm: torch.fx.GraphModule, kind: str, scope: Scope | None = None):
+    """A variant found in the disk cache (``runtime/variant_cache.py``), boxed as a compiled one."""
+    return _announced(load_entry(entry, gm, kind, scope), gm, kind)
 
 
 def _announced(compiled: CompiledGraph, gm: torch.fx.GraphModule, kind: str):

@@ -27,6 +27,7 @@ from braze.codegen import target_for
 from braze.fuse.inline import inline
 from braze.fuse.kernel import foreach_plan, plan_kernel
 from braze.fuse.schedule import schedule
+from braze.ir import symbols
 from braze.ir.expr import clear_intern_table
 from braze.ir.graph import ERROR_RECORD, ComputeNode, ExternNode, Graph, InputNode
 from braze.lower import graph_device, lower
@@ -98,6 +99,7 @@ class CompiledGraph:
     sizes: object = None  # a variant of a graph with symbolic sizes: ``runtime.symbolic.SizeClass``
     contents: dict = dataclasses.field(default_factory=dict)  # stored buffer -> the ATen ops it holds
     through_aten: frozenset = frozenset()  # ATen graph nodes run through ATen for single_op_kernels
+    entry: object = None  # a fresh variant's graph-cache entry (``runtime/variant_cache.py`` stores it)
     compile_id: str = ""  # Dynamo's, for the compiled function the graph belongs to (``Scope``)
 
     @property
@@ -145,11 +147,21 @@ def _compile_graph(name: str, gm: torch.fx.GraphModule, kind: str, visible, args
             return compiled
     compiled, entry = _compile(name, kind, gm, visible, restrided, timings)
     compiled.compile_id = scope.compile_id
+    if symbols.active():  # a variant of a graph with symbolic sizes: its caller stores it
+        compiled.entry = entry
     if key and entry is not None:
         t = time.perf_counter()
         graph_cache.save(key, entry)
         timings["graph cache"] += _lap(t)
         compiled.cache_key = key
+    return compiled
+
+
+def load_entry(entry, gm: torch.fx.GraphModule, kind: str, scope: Scope | None = None) -> CompiledGraph:
+    """A graph-cache ``entry`` found by its caller (a stored variant) as a compiled graph."""
+    scope = scope or _UNSCOPED
+    compiled = _from_entry(scope.name(), kind, gm, entry, {})
+    compiled.compile_id = scope.compile_id
     return compiled
 
 

@@ -48,6 +48,9 @@ class Atom:
             cls._table[key] = atom
         return atom
 
+    def __reduce__(self):  # (unpickled through the table, as made: one atom per key)
+        return (Atom, (self.kind, self.args))
+
     def text(self, lang: str) -> str:
         if not self.args:
             return self.kind

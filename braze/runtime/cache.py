@@ -377,11 +377,12 @@ def _publish(directory: str, path: str, data: bytes) -> None:
             os.unlink(tmp)
 
 
-def save_object(key: str, suffix: str, obj) -> None:
-    """Pickle ``obj`` under ``key``; a failure (unpicklable, a full disk) only loses the entry."""
+def save_object(key: str, suffix: str, obj, replace: bool = False) -> None:
+    """Pickle ``obj`` under ``key`` (``replace``: over an entry there, as ``store``); a
+    failure (unpicklable, a full disk) only loses the entry."""
     try:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        store(key, suffix, lambda path: _write_bytes(path, data))
+        store(key, suffix, lambda path: _write_bytes(path, data), replace=replace)
     except Exception:
         pass
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import traceback
 
 import torch
 
 from braze import config
 from braze.ir import symbols, traced
+from braze.runtime import variant_cache
 
 
 @dataclasses.dataclass
@@ -56,10 +58,13 @@ class Variant:
 
 
 class Symbolic:
-    def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict, compile_fn, specializing):
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict, compile_fn, specializing,
+                 load_fn=None):
         self.gm, self.kind, self.options, self.compile_fn = gm, kind, options, compile_fn
         self.specializing = specializing  # () -> the per-shape fallback
+        self.load_fn = load_fn  # (graph-cache entry, gm, kind) -> the boxed compiled graph
         self.variants: list[Variant] = []
+        self.stored = None  # the variants on disk not loaded yet (``runtime/variant_cache.py``)
         self.fallback = None
         self.fallback_reason = ""
         self.fallback_trace = ""  # the traceback of the failure behind ``fallback_reason``
@@ -71,6 +76,8 @@ class Symbolic:
             self._values = _binder(self.bindings)
         except (TypeError, ValueError) as exc:
             self._give_up(f"{type(exc).__name__}: {exc}")
+        with config.patch(**options):
+            self.cache_key = variant_cache.index_key(gm, kind) if load_fn is not None else ""
 
     def __call__(self, args):
         if self.fallback is not None:
@@ -91,6 +98,9 @@ class Symbolic:
         if len(self.variants) >= config.max_size_variants:
             self._give_up(f"more than {config.max_size_variants} size classes")
             return None
+        loaded = self._from_disk(args, values)
+        if loaded is not None:
+            return loaded
         hints = dict(zip(self.bindings, values))
         context = symbols.Context(hints, self.ranges, names=list(self.bindings))
         context.bindings = {name: _binding_text(b) for name, b in self.bindings.items()}
@@ -110,11 +120,45 @@ class Symbolic:
             compiled.sizes = SizeClass(dict(context.bindings), dict(context.guards),
                                        [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized],
                                        traced)
+            if self.cache_key and compiled.entry is not None and not traced:
+                variant_cache.add(self.cache_key, list(context.guards), strides, compiled.sizes, compiled.entry)
+            compiled.entry = None
         return Variant(check, call)
+
+    def _from_disk(self, args, values: dict) -> Variant | None:
+        """A variant an earlier process compiled, whose guards hold for this call; or None."""
+        if not self.cache_key:
+            return None
+        if self.stored is None:
+            self.stored = variant_cache.stored(self.cache_key)
+        for stored in self.stored:
+            check = _checker(list(self.bindings), stored.guards, stored.strides, self.ranges)
+            entry = variant_cache.entry_of(stored) if check(args, values) else None
+            if entry is None:
+                continue
+            try:
+                with config.patch(**self.options):
+                    call = self.load_fn(entry, self.gm, self.kind)
+            except Exception:  # (a kernel library gone from the cache, say): compile instead
+                continue
+            self.stored.remove(stored)
+            compiled = getattr(call, "compiled", None)
+            if compiled is not None:
+                compiled.sizes = stored.size_class
+                compiled.rebuild = functools.partial(_deciding, compiled.rebuild,
+                                                     dict(zip(self.bindings, values)), self.ranges)
+            return Variant(check, call)
+        return None
 
     def _give_up(self, reason: str) -> None:
         self.fallback_reason = reason
         self.fallback = self.specializing()
+
+
+def _deciding(rebuild, hints: dict, ranges: dict):
+    """The IR of a variant loaded from disk, lowered again with the sizes it was loaded for."""
+    with symbols.deciding(symbols.Context(hints, ranges, names=list(hints))):
+        return rebuild()
 
 
 def _bindings(gm: torch.fx.GraphModule) -> tuple:

@@ -139,3 +139,30 @@ def test_a_cache_that_cannot_be_written_only_loses_the_entry(cache_dir, monkeypa
     assert graphs and not graphs[0].from_graph_cache
     torch.testing.assert_close(graphs[0]([x])[0], x.cos() + 1)
     assert not compiled_graphs(lambda x: x.cos() + 1, x)[0].from_graph_cache  # nothing was stored
+
+
+def test_variants_of_a_graph_with_symbolic_sizes_come_from_the_cache(cache_dir, backend):
+    """Each size class compiled once is stored with its guards: after a reset, the variant
+    whose guards hold for a new size is loaded, not compiled; a size of no stored class
+    compiles a new variant. Values and gradients match eager either way; the IR of a
+    loaded variant can still be read."""
+    def run(sizes):
+        fn = torch.compile(layer, backend="braze", dynamic=True)
+        graphs = []
+        for n in sizes:
+            inputs = fresh_inputs(n)
+            outputs, found = train_step(fn, torch.randn(n, 48), *inputs[1:])
+            graphs += found
+        return graphs
+
+    compiled = run([5, 9])
+    assert compiled and all(g.sizes is not None and not g.from_graph_cache for g in compiled)
+    torch._dynamo.reset()
+    x, w, b = torch.randn(13, 48), *fresh_inputs(0)[1:]
+    again = torch.compile(layer, backend="braze", dynamic=True)
+    values, graphs = train_step(again, x, w, b)
+    expected, _ = train_step(layer, x, w, b)
+    for a, e in zip(values, expected):
+        torch.testing.assert_close(a, e)
+    assert graphs and all(g.from_graph_cache and g.sizes is not None for g in graphs)
+    assert "buf" in graphs[0].graph.to_text()

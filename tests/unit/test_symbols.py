@@ -110,3 +110,12 @@ def test_a_chain_of_divisors_with_sums_of_terms():
     assert symbols.divisor_chain([1, 64 * (s + 1), (s + 1) * 768 * t]) == [1, 64 * s + 64, 768 * t * s + 768 * t]
     assert symbols.divisor_chain([1, 64 * (s + 1), 768 * (s + 2)]) is None
     assert (768 * s + 768) % (64 * s + 64) == 0 and (768 * s + 768) // (64 * s + 64) == 12
+
+
+def test_sizes_survive_pickling():
+    """A variant stored on disk keeps its symbolic sizes (``runtime/variant_cache.py``)."""
+    import pickle
+    s0, s1 = symbol("s0"), symbol("s1")
+    size = s0 * 4 + symbols.floordiv(s1, 3) * s0 + symbols.modulo(s0 + 1, 8)
+    again = pickle.loads(pickle.dumps(size))
+    assert again == size and hash(again) == hash(size) and str(again) == str(size)

@@ -167,6 +167,10 @@ class TritonRecipe:
         """The launchers: modules imported, binaries loaded from Triton's cache (compiled on a miss)."""
         if not self.specs:
             return {}
+        with symbols.language("python"):  # (a stored variant's grids print its sizes)
+            return self._load(device)
+
+    def _load(self, device) -> dict:
         gpu = not build.interpreting(device)
         modules = {key: build.load_module(text, key, interpret=not gpu) for key, text in self.modules.items()}
         specs = [dataclasses.replace(s, launches=[dataclasses.replace(x) for x in s.launches]) for s in self.specs]

@@ -59,6 +59,8 @@ class Report:
             lines.append(f"  {'kernel':10} {'backend':8} {'shape':10} ATen ops")
             for k in g.kernels:
                 lines.append(f"  {k.name:10} {k.backend:8} {k.shape:10} {', '.join(k.ops)}")
+                if k.mutates:
+                    lines.append(f"  {'':10} {'':8} {'':10} writes in place: {', '.join(k.mutates)}")
             for e in g.externs:
                 lines.append(f"  {'extern':10} {'aten':8} {'':10} {e}")
             for f in g.fallbacks:

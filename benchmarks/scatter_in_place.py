@@ -1,12 +1,15 @@
 """Scatters into a graph input: what an in-place ``index_add_`` costs for k rows of n.
 
-Run: ``python -m benchmarks.scatter_in_place [--device cpu] [--rows 200000] [--ks 16,1024,65536]``
+Run: ``python -m benchmarks.scatter_in_place [--device cpu] [--rows 200000] [--ks 16,1024,65536]
+[--ops index_add_,index_put_,scatter_add_,index_copy_] [--threads 2]``
 
-Takes: the device, the rows ``n`` of a float32 ``n×64`` input and the numbers of rows ``k``
-scattered. Gives: a markdown table: per ``k``, the median ms of ``x.index_add_(0, idx, src)``
-in eager, Inductor and braze (each timed in interleaved rounds, ``benchmarks.measure``), and
-braze's kernels. A scatter in place writes ``k`` rows; a functional one copies the ``n`` rows
-of the input (``lower/in_place.py``).
+Takes: the device, the rows ``n`` of a float32 ``n×64`` input, the numbers of rows ``k``
+scattered, the in-place ops (``index_add_`` by default) and on the CPU the thread count (by
+default torch's). Gives: a markdown table: per op and ``k``, the median ms of the update
+(``x.index_add_(0, idx, src)``, ...) in eager, Inductor and braze (each timed in interleaved
+rounds, ``benchmarks.measure``), and braze's kernels. A scatter in place writes ``k`` rows; a
+functional one copies the ``n`` rows of the input (``lower/in_place.py``). The indices are
+random, with duplicates (``index_copy_``: distinct, as eager requires for a defined result).
 """
 from __future__ import annotations
 
@@ -24,33 +27,60 @@ def _index_add(x, idx, src):
     return x
 
 
+def _index_put(x, idx, src):
+    x.index_put_((idx,), src, accumulate=True)
+    return x
+
+
+def _scatter_add(x, idx, src):
+    x.scatter_add_(0, idx[:, None].expand(-1, x.shape[1]), src)
+    return x
+
+
+def _index_copy(x, idx, src):
+    x.index_copy_(0, idx, src)
+    return x
+
+
+OPS = {"index_add_": _index_add, "index_put_": _index_put, "scatter_add_": _scatter_add, "index_copy_": _index_copy}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rows", type=int, default=200000)
     parser.add_argument("--ks", default="16,1024,65536")
+    parser.add_argument("--ops", default="index_add_", help=f"comma-separated, of {', '.join(OPS)}")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: torch's)")
     ns = parser.parse_args(argv)
     n, device = ns.rows, ns.device
+    if ns.threads:
+        torch.set_num_threads(ns.threads)
     print(f"{n}×64 float32 on {device}, {torch.get_num_threads()} threads\n")
-    print("| k rows | eager ms | Inductor ms | braze ms | braze kernels |")
-    print("|---|---|---|---|---|")
-    for k in (int(v) for v in ns.ks.split(",")):
-        x = torch.randn(n, 64, device=device)
-        idx = torch.randint(0, n, (k,), device=device)
-        src = torch.randn(k, 64, device=device)
-        calls = {"eager": _index_add}
-        for backend in ("inductor", "braze"):
-            torch._dynamo.reset()
-            calls[backend] = torch.compile(_index_add, backend=backend, dynamic=False)
-            calls[backend](x, idx, src)
-        sync(device)
-        if device == "cpu":
-            times = time_cpu({name: (lambda args, c=c: c(*args)) for name, c in calls.items()}, [(x, idx, src)])
-            ms = {name: statistics.median(t) for name, t in times.items()}
-        else:
-            ms = {name: time_gpu(lambda args, c=c: c(*args), (x, idx, src)) for name, c in calls.items()}
-        kernels = len(braze.explain(_index_add, x.clone(), idx, src).kernels)
-        print(f"| {k} | {ms['eager']:.3f} | {ms['inductor']:.3f} | {ms['braze']:.3f} | {kernels} |")
+    print("| op | k rows | eager ms | Inductor ms | braze ms | braze kernels |")
+    print("|---|---|---|---|---|---|")
+    for op, k in ((op, int(v)) for op in ns.ops.split(",") for v in ns.ks.split(",")):
+        _row(OPS[op], op, n, k, device)
+
+
+def _row(fn, op: str, n: int, k: int, device: str) -> None:
+    x = torch.randn(n, 64, device=device)
+    idx = torch.randint(0, n, (k,), device=device) if op != "index_copy_" else \
+        torch.randperm(n, device=device)[:k]
+    src = torch.randn(k, 64, device=device)
+    calls = {"eager": fn}
+    for backend in ("inductor", "braze"):
+        torch._dynamo.reset()
+        calls[backend] = torch.compile(fn, backend=backend, dynamic=False)
+        calls[backend](x, idx, src)
+    sync(device)
+    if device == "cpu":
+        times = time_cpu({name: (lambda args, c=c: c(*args)) for name, c in calls.items()}, [(x, idx, src)])
+        ms = {name: statistics.median(t) for name, t in times.items()}
+    else:
+        ms = {name: time_gpu(lambda args, c=c: c(*args), (x, idx, src)) for name, c in calls.items()}
+    kernels = len(braze.explain(fn, x.clone(), idx, src).kernels)
+    print(f"| {op} | {k} | {ms['eager']:.3f} | {ms['inductor']:.3f} | {ms['braze']:.3f} | {kernels} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from braze.fuse.kernel import foreach_plan, plan_kernel
 from braze.fuse.schedule import schedule
 from braze.ir import symbols
 from braze.ir.expr import clear_intern_table
-from braze.ir.graph import ERROR_RECORD, ComputeNode, ExternNode, Graph, InputNode
+from braze.ir.graph import ERROR_RECORD, ComputeNode, ExternNode, Graph, InputNode, in_place_text
 from braze.lower import graph_device, lower
 from braze.lower.core import constant_on
 from braze.lower.in_place import scatter_in_place
@@ -66,9 +66,11 @@ class KernelInfo:
     reads: list
     writes: list
     graph: str = ""
+    mutates: tuple = ()  # the buffers it writes in place, a graph input as "arg0 (input 0)"
 
     def __str__(self) -> str:
-        return f"{self.name} [{self.backend} {self.shape}] {', '.join(self.ops)}"
+        written = f"; writes {', '.join(self.mutates)} in place" if self.mutates else ""
+        return f"{self.name} [{self.backend} {self.shape}] {', '.join(self.ops)}{written}"
 
 
 @dataclass
@@ -208,8 +210,8 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     timings["wrapper"] = _lap(t)
     report = dict(
         decisions=decisions, fusion_log=sched.log,
-        kernels=[KernelInfo(p.name, p.origins, target.name, built.shapes.get(p.name, ""), p.reads, p.writes, name)
-                 for p in plans],
+        kernels=[KernelInfo(p.name, p.origins, target.name, built.shapes.get(p.name, ""), p.reads, p.writes, name,
+                            _in_place(graph, p)) for p in plans],
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
         mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and isinstance(graph.producer(n.mutates), InputNode)
@@ -292,6 +294,12 @@ def buffer_contents(graph: Graph) -> dict:
         names = [o[0] for o in node.outputs if o is not None] if isinstance(node, ExternNode) else [node.name]
         contents.update((name, ops) for name in names)
     return contents
+
+
+def _in_place(graph: Graph, plan) -> tuple:
+    """How a report names the buffers ``plan`` writes in place (``arg0 (input 0)``, ``buf1``)."""
+    positions = {n.name: n.position for n in graph.nodes if isinstance(n, InputNode)}
+    return tuple(in_place_text(b, positions.get(b)) for b in plan.in_place)
 
 
 def _host_traffic(graph: Graph) -> str:

@@ -73,6 +73,8 @@ class Report:
                 writes = [b for b in k.writes if b != ERROR_RECORD]
                 stores = f" -> {', '.join(writes)}" if writes else ""
                 lines.append(f"  {k.name:10} {k.backend:8} {k.shape:10} {', '.join(k.ops)}{stores}")
+                if k.mutates:
+                    lines.append(f"  {'':10} {'':8} {'':10} writes in place: {', '.join(k.mutates)}")
             for e in g.externs:
                 lines.append(f"  {'extern':10} {'aten':8} {'':10} {e}")
             for f in g.fallbacks:

@@ -82,6 +82,15 @@ class KernelPlan:
         return any(m.scatters for m in self.members)
 
     @property
+    def in_place(self) -> list:
+        """The existing buffers the kernel writes in place (a scatter's base, an updated input)."""
+        found = []
+        for m in self.members + [m for p in self.parts for m in p.members]:
+            if m.node.mutates and m.node.mutates not in found:
+                found.append(m.node.mutates)
+        return found
+
+    @property
     def columns(self) -> list:
         """The members that sum over the rows (``legality.COLUMN``), stored after the last row."""
         return [m for m in self.members if m.role == COLUMN]

@@ -44,6 +44,7 @@ class Reason(enum.Enum):
     EXTERN = "an ATen call is never fused"
     DISABLED = "fusion disabled by config"
     CYCLE = "fusing would create a cycle"
+    MUTATION = "a write in place into a buffer they share must run between them"
     DOMAIN = "different iteration spaces"
     NO_COMMON_LOOPS = "no common loop nest (sizes split differently)"
     INDEX = "read at another index than it is written"

@@ -8,7 +8,9 @@ Candidates are producer -> consumer edges and siblings reading the same buffer,
 scored by the bytes of memory traffic fusion saves. They are accepted greedily,
 best first; a pair is fused only if ``braze.fuse.legality`` finds one loop nest
 that computes both (same iteration space, same indices on every edge between
-them) and merging does not create a cycle.
+them) and merging does not create a cycle. A path that makes the cycle through a
+node writing in place into a buffer the pair shares is reported as such
+(``Reason.MUTATION``): the write must run after one and before the other.
 
 Cycle check: the groups are kept in a topological order. Any path from group A
 to a later group B visits only groups between them in that order, so a search
@@ -191,9 +193,36 @@ class Scheduler:
             return verdict
         descendants = self._descendants_before(a, b)
         if descendants is None:
-            return Verdict(False, Reason.CYCLE)
+            return self._cycle_verdict(a, b)
         self._merge(a, b, descendants)
         return Verdict(True)
+
+    def _cycle_verdict(self, a: Group, b: Group) -> Verdict:
+        """Why a path from ``a`` to ``b`` keeps them apart: a node on it that writes in place
+        into a buffer ``a`` or ``b`` reads or writes (the scattered base that ``a`` computes
+        and ``b`` reads; an input ``a`` reads before its update and ``b`` after), or else
+        any other kernel between them (a cycle)."""
+        touched = {name for g in (a, b) for n in g.nodes for name in (n.name, n.target, *n.reads())}
+        for g in self._between(a, b):
+            for n in g.nodes:
+                if getattr(n, "mutates", None) in touched:
+                    return Verdict(False, Reason.MUTATION, f"{n.name} writes {n.mutates} in place")
+        return Verdict(False, Reason.CYCLE)
+
+    def _between(self, a: Group, b: Group) -> list:
+        """The groups on some path from ``a`` to ``b`` (each between them in order)."""
+        lo, hi = self.position[a.id], self.position[b.id]
+
+        def reach(start, step) -> dict:
+            seen, stack = {}, list(start)
+            while stack:
+                g = stack.pop()
+                if g.id not in seen and lo < self.position[g.id] < hi:
+                    seen[g.id] = g
+                    stack.extend(step(g))
+            return seen
+        down, up = reach(a.succs, lambda g: g.succs), reach(b.preds, lambda g: g.preds)
+        return [g for k, g in down.items() if k in up]
 
     # ------------------------------------------------------------------ union and order
 

@@ -8,7 +8,10 @@ offset), the node kinds of a lowered graph and ``Graph``, with a text form.
   body is an expression over its output variables ``x0, x1, ...``; a reduction's
   body is over output variables and reduction variables ``r0, r1, ...``, folded
   by ``reduction.op``. ``mutates`` names an input whose storage the node writes
-  (``copy_`` into a graph input) or, for a scatter node, the buffer it scatters into.
+  (``copy_`` into a graph input) or, for a scatter node, the buffer it scatters into:
+  the node writes in place, which the text form says (``buf2: f32[16, 64] scatter,
+  writes arg0 (input 0) in place: arg0[...] += ...``; the input's own line ends
+  ``(written in place by buf2)``), as ``Graph.in_place_writes`` lists.
 - A scatter node (``index_put``, ``scatter``, ``scatter_add``) is a compute node
   whose body is ``SCATTER(value, i0, i1, ...)``: for each element of its own sizes,
   ``value`` is written (or added) at indices ``i0, i1, ...`` of the buffer it
@@ -288,31 +291,61 @@ class Graph:
         return node.layout
 
     def to_text(self) -> str:
-        return "\n".join(node_text(n) for n in self.nodes) + "\n" + _outputs_text(self.outputs)
+        inputs = {n.name: n.position for n in self.nodes if isinstance(n, InputNode)}
+        writers: dict = {}
+        for n in self.nodes:
+            if isinstance(n, ComputeNode) and n.mutates:
+                writers.setdefault(n.mutates, []).append(n.name)
+        lines = [node_text(n, inputs, writers.get(n.name, ())) for n in self.nodes]
+        return "\n".join(lines) + "\n" + _outputs_text(self.outputs)
+
+    def in_place_writes(self) -> list:
+        """``(node, the buffer it writes in place, its input position or None)`` for each
+        node that writes into an existing buffer: a scatter into its base or into a graph
+        input, an update of a graph input (``copy_``, ``add_``)."""
+        return [(n, n.mutates, _input_position(self.by_name.get(n.mutates))) for n in self.nodes
+                if isinstance(n, ComputeNode) and n.mutates]
 
 
-def node_text(node: Node) -> str:
+def _input_position(node) -> int | None:
+    return node.position if isinstance(node, InputNode) else None
+
+
+def in_place_text(buffer: str, position: int | None) -> str:
+    """How the IR names a buffer written in place: ``arg0 (input 0)``, ``buf1``."""
+    return buffer if position is None else f"{buffer} (input {position})"
+
+
+def node_text(node: Node, inputs: dict | None = None, writers=()) -> str:
+    """One node as text; ``inputs``: graph input buffer -> position (a buffer written in
+    place is named with it); ``writers``: the nodes that write this one's buffer in place."""
     shape = f"{dtypes.short(node.dtype)}{list(node.sizes)}"
+    written_by = f" (written in place by {', '.join(writers)})" if writers else ""
     if isinstance(node, InputNode):
-        return f"{node.name}: {shape} = input {node.position} strides {list(node.layout.strides)}"
+        return f"{node.name}: {shape} = input {node.position} strides {list(node.layout.strides)}{written_by}"
     if isinstance(node, ExternNode):
         kind = "fallback" if node.is_fallback else "extern"
         outs = ", ".join(o[0] for o in node.outputs if o is not None)
         return f"{outs} = {kind} {node.target}({_args_text(node.args)})"
     head = f"{node.name}: {shape}"
-    if node.layout is not None:
+    if node.layout is not None and not node.mutates:
         head += f" stored strides {list(node.layout.strides)}"
+    head += written_by
     body = node.body
+    if node.mutates:
+        written = in_place_text(node.mutates, (inputs or {}).get(node.mutates))
+        head += f"{' scatter,' if node.is_scatter else ''} writes {written} in place:"
     if node.is_scatter:
         indices = ", ".join(to_text(i) for i in body.args[1:])
-        head += f" scatter into {node.mutates}[{indices}] {'+' if node.accumulates else ''}="
+        head += f" {node.mutates}[{indices}] {'+' if node.accumulates else ''}="
         body = body.args[0]
     elif node.is_scan:
         combine, dim = body.arg
         head += f" = cumulative {combine} along dim {dim} of"
         body = body.args[0]
     else:
-        head += f" into {node.mutates}" if node.mutates else ""
+        if node.mutates:
+            head += f" {node.mutates}[{', '.join(to_text(v) for v in out_vars(node.sizes))}]"
         head += f" = {node.reduction.op.value} over r{list(node.reduction.sizes)} of" if node.reduction else " ="
     lines = format_body(body, "value")
     if len(lines) == 1:

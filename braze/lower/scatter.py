@@ -8,8 +8,9 @@ gradient, costs no extra pass) and a scatter node (``braze.ir.graph``) that, for
 each element of its own iteration space (the index's), writes or adds a value at
 target indices it loads; the op's result reads the copy. A scatter is a kernel of
 its own: the expressions of its values and indices are inlined into it, but it
-fuses with no other kernel. C++ runs it in one thread, in index order (so sums are
-deterministic, as eager's CPU ones); Triton adds with atomics, which exist for 32-
+fuses with no other kernel. C++ writes each target element in index order (so sums are
+deterministic, as eager's CPU ones), threads owning ranges of the target
+(``codegen/cpp/scatter.py``); Triton adds with atomics, which exist for 32-
 and 64-bit types only, so other accumulating dtypes (bf16) run through ATen there.
 
 Indices are checked as eager checks them (``indexing.index_from``): an out-of-range one

@@ -87,3 +87,42 @@ def test_a_functional_scatter_leaves_its_input(backend):
 def test_an_update_of_a_strided_input(backend):
     x, idx, src = _inputs(rows=300)
     _same_as_eager(_add_rows, x.t().contiguous().t(), idx, src)  # column-major: strides (1, 300)
+
+
+def _copy_back(x, idx, src):
+    old = x * 2  # read before the update: the scatter goes into a copy, copied back at the end
+    x.index_add_(0, idx, src)
+    return old, x + 1
+
+
+def test_the_report_says_which_kernels_write_which_input_in_place(backend):
+    """``explain`` and the IR name every write into an existing buffer: a scatter into the
+    input, an overwriting ``index_put_``, a scatter into a copy and the copy back."""
+    x, idx, src = _inputs(rows=300)
+
+    def put(x, idx, src):
+        x[idx] = src
+        return x
+    for fn, op in ((_add_rows, "+="), (put, "=")):
+        report = braze.explain(fn, x.clone(), idx, src)
+        assert [k.mutates for k in report.kernels if k.mutates] == [("arg0 (input 0)",)]
+        assert "writes in place: arg0 (input 0)" in str(report)
+        text = report.graphs[0].graph.to_text()
+        assert "arg0: f32[300, 64] = input 0 strides [64, 1] (written in place by buf" in text
+        assert " scatter, writes arg0 (input 0) in place: arg0[" in text and f"x1] {op} arg2[x0, x1]" in text
+    report = braze.explain(_copy_back, x.clone(), idx, src)
+    written = [k.mutates for k in report.kernels if k.mutates]
+    assert len(written) == 2 and written[0][0].startswith("buf") and written[1] == ("arg0 (input 0)",)
+    text = report.graphs[0].graph.to_text()
+    assert f" scatter, writes {written[0][0]} in place: " in text
+    assert f"writes arg0 (input 0) in place: arg0[x0, x1] = {written[0][0]}[x0, x1]" in text
+
+
+def test_the_fusion_log_names_the_write_that_keeps_a_base_from_its_reader(backend):
+    """The copy that is scattered into and the copy back read the same buffer, before and after
+    the scatter: the scatter, which must run between them, is the reason they are not fused."""
+    x, idx, src = _inputs(rows=300)
+    report = braze.explain(_copy_back, x.clone(), idx, src)
+    blocked = [r for r in report.fusion_log if r.reason is braze.Reason.MUTATION]
+    assert blocked and all(not r.fused and r.detail.endswith(" in place") for r in blocked)
+    assert "must run between them" in str(report)

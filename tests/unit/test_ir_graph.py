@@ -78,8 +78,8 @@ def _graph():
 def test_graph_text_shows_every_kind_of_node_and_output():
     assert _graph().to_text().splitlines() == [
         "arg0: f32[4, 8] = input 0 strides [8, 1]",
-        "buf0: f32[4] stored strides [1] = sum over r[8] of arg0[x0, r0]",
-        "buf1: f32[4, 8] scatter into buf0[x0, ((x1 + 1) % 8)] += (arg0[x0, x1] + arg0[x0, x1])",
+        "buf0: f32[4] stored strides [1] (written in place by buf1) = sum over r[8] of arg0[x0, r0]",
+        "buf1: f32[4, 8] scatter, writes buf0 in place: buf0[x0, ((x1 + 1) % 8)] += (arg0[x0, x1] + arg0[x0, x1])",
         "buf2: f32[4, 8] = cumulative sum along dim 1 of exp(buf1[x0, x1])",
         "buf3 = extern aten.mm.default(buf2, arg0@3)",
         "return (buf3, view(buf2, [8], [1], 8), 3)",
@@ -90,8 +90,28 @@ def test_a_body_with_shared_parts_prints_on_several_lines():
     x0 = out_vars((4,))[0]
     e = unary(Op.EXP, load("arg0", [x0], F32))
     node = ComputeNode("buf0", F32, (4,), body=binary(Op.MUL, e, e), mutates="arg0")
-    assert node_text(node).splitlines() == ["buf0: f32[4] into arg0 =", "    t0 = exp(arg0[x0])",
+    assert node_text(node).splitlines() == ["buf0: f32[4] writes arg0 in place: arg0[x0] =", "    t0 = exp(arg0[x0])",
                                             "    value = (t0 * t0)"]
+
+
+def test_writes_in_place_name_their_buffer_and_the_input_it_is():
+    """A node writing into an existing buffer says which, and whether it is a graph input
+    (an update of ``arg1``, a row sum into it); the buffer's own line names its writers."""
+    g = _graph()
+    g.add(InputNode("arg1", F32, (4,), position=1, layout=Layout.contiguous((4,))))
+    x0, x1 = out_vars((4, 8))
+    (r0,) = reduce_vars((8,))
+    g.add(ComputeNode("buf4", F32, (4,), body=unary(Op.EXP, load("arg1", [x0], F32)), mutates="arg1",
+                      layout=Layout.contiguous((4,))))
+    g.add(ComputeNode("buf5", F32, (4,), body=load("arg0", [x0, r0], F32), reduction=Reduction(ReduceOp.SUM, (8,)),
+                      mutates="arg1"))
+    lines = g.to_text().splitlines()
+    assert "arg1: f32[4] = input 1 strides [1] (written in place by buf4, buf5)" in lines
+    assert "buf4: f32[4] writes arg1 (input 1) in place: arg1[x0] = exp(arg1[x0])" in lines
+    assert "buf5: f32[4] writes arg1 (input 1) in place: arg1[x0] = sum over r[8] of arg0[x0, r0]" in lines
+    assert "arg0: f32[4, 8] = input 0 strides [8, 1]" in lines  # read only
+    assert [(n.name, target, position) for n, target, position in g.in_place_writes()] == [
+        ("buf1", "buf0", None), ("buf4", "arg1", 1), ("buf5", "arg1", 1)]
 
 
 def test_what_each_node_reads():

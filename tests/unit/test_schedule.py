@@ -175,6 +175,24 @@ def test_reads_of_a_scatter_target_keep_program_order():
     assert any(r.reason is Reason.SCATTER for r in sched.log)
 
 
+def test_a_fusion_across_a_write_in_place_says_so():
+    """A base computed, scattered into in place, then read: producer and reader would fuse
+    but for the scatter, which must run between them. The log gives that its own reason and
+    names the writer; the same pair kept apart by an ordinary kernel is a plain cycle."""
+    g = graph_of(("arg0", (16,)), ("arg1", (4,)))
+    g.add(InputNode("idx", torch.int64, (4,), position=2, layout=Layout.contiguous((4,))))
+    (i0,) = out_vars((4,))
+    stored(g, "buf0", (16,), lambda x0: plus(ld("arg0", x0), 1))
+    where_to = cast(load("idx", [i0], torch.int64), dtypes.INDEX)
+    g.add(ComputeNode("buf1", F32, (4,), body=scatter_store(ld("arg1", i0), [where_to], True), mutates="buf0",
+                      layout=Layout.contiguous((4,))))
+    stored(g, "buf2", (16,), lambda x0: plus(ld("buf0", x0), 2))
+    (record,) = [r for r in schedule(g).log if {r.first, r.second} == {"buf0", "buf2"}]
+    assert str(record) == ("buf0 + buf2 [producer-consumer, saves 64 bytes]: not fused: a write in place into "
+                           "a buffer they share must run between them (buf1 writes buf0 in place)")
+    assert record.reason is Reason.MUTATION
+
+
 def test_a_cycle_of_reads_and_overwrites_is_an_error():
     """Each node overwrites the input the other reads: neither can run first."""
     g = graph_of(("arg0", (8,)), ("arg1", (8,)))

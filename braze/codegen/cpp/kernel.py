@@ -23,7 +23,8 @@ Seven shapes, chosen from the plan, each emitted by its entry in ``SHAPE_EMITTER
 - ``split``: few outer elements and long reductions (a full sum): each reduce
   loop is shared by all threads, per-thread partials merged in thread order
   (deterministic) (``split``).
-- ``scatter``: a scatter node, in one thread and in order (``sequential``).
+- ``scatter``: a scatter node; threads own ranges of the target, each element written
+  in index order (``scatter``).
 - ``scan``: a scan node: rows in parallel, each in order (``sequential``).
 
 The members' roles (``braze.fuse.legality``) place them in the loops: an ``inner``
@@ -50,7 +51,8 @@ from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
 from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
 from braze.codegen.cpp.pointwise import emit_pointwise
 from braze.codegen.cpp.rows import keeps, prefetches
-from braze.codegen.cpp.sequential import emit_scan, emit_scatter
+from braze.codegen.cpp.scatter import emit_scatter
+from braze.codegen.cpp.sequential import emit_scan
 from braze.codegen.cpp.split import emit_split
 from braze.codegen.cpp.streams import RowStream
 from braze.codegen.cpp.tiles import emit_tiled, tile_var

@@ -1,8 +1,8 @@
 """The C++/OpenMP target: what the passes may assume when a graph runs as C++ on the CPU.
 
 Takes: the graph's CPU device and ``braze.config`` (threads). Gives: ``CppTarget``
-(``braze.target.Target``): threads take whole rows (no programs to fill), scatters run in
-one thread in order (so they add into any dtype), sums over rows may join a row kernel
+(``braze.target.Target``): threads take whole rows (no programs to fill), scatters write
+each element in index order (so they add into any dtype), sums over rows may join a row kernel
 (per-thread partials), every scan is worth a kernel, and the op costs inlining weighs.
 
 Op costs. The vector math (glibc's libmvec) costs tens of cheap ops per element; on one
@@ -47,7 +47,7 @@ class CppTarget(Target):
         return cls(device=torch.device(device), threads=config.num_threads or torch.get_num_threads())
 
     def scatter_adds(self, dtype) -> bool:
-        return dtype is not torch.bool  # one thread, in order
+        return dtype is not torch.bool  # each element in index order
 
     def compile(self, plans):
         from braze.codegen.cpp import CppBackend

@@ -1,12 +1,8 @@
-"""C++ for the two kernel shapes whose elements depend on order: scatters and scans.
+"""C++ for scan kernels, whose elements depend on order (scatters: ``scatter``).
 
-Takes: a ``CppKernel`` (``braze.codegen.cpp.kernel``) whose plan holds one scatter
-node or one scan node. Gives: the statements of its body, appended to the kernel.
+Takes: a ``CppKernel`` (``braze.codegen.cpp.kernel``) whose plan holds one scan node.
+Gives: the statements of its body, appended to the kernel.
 
-- ``emit_scatter``: one thread, in index order, so an accumulating scatter adds
-  as eager's CPU kernels do (the same rounding for the same indices); the
-  innermost loop is SIMD where each of its steps stores to its own element (a
-  row of an embedding's gradient), else scalar.
 - ``emit_scan``: rows in parallel; each row in blocks of ``SCAN_BLOCK``: the
   block's values first, in a SIMD loop (an ``exp`` before a cumsum vectorizes),
   then folded in order into the running value, kept in double for float32 as
@@ -19,39 +15,11 @@ from typing import TYPE_CHECKING
 import torch
 
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype
-from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, binary, cast
 
 if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
 
 SCAN_BLOCK = 256  # elements of a row a scan computes (vectorized) before folding them in order
-
-
-def emit_scatter(kernel: CppKernel) -> None:
-    em = kernel.emitter
-    plan = kernel.plan
-    inner = kernel.open_loops(plan.outer[:-1], "  ")
-    if plan.outer and _distinct_stores(plan, plan.outer[-1]):
-        em.emit(inner, "#pragma omp simd")
-    inner = kernel.open_loops(plan.outer[-1:], inner)
-    em.emit(inner, "{")
-    body = em.deeper(inner)
-    printer = kernel.printer(body)
-    for m in plan.members:
-        value = m.value
-        if m.node.accumulates:
-            old = Expr(Op.LOAD, m.node.dtype, (m.store,), m.target)
-            value = binary(Op.ADD, cast(old, value.dtype), value)
-        kernel.compute(m, printer, body, exprs=(value, m.store))
-    em.emit(inner, "}")
-    kernel.close_loops(len(plan.outer), inner)
-
-
-def _distinct_stores(plan, v) -> bool:
-    """Does each step of loop ``v`` store to its own element (``v`` in the positions
-    linearly, not through a loaded index), so that its steps may run as SIMD lanes?"""
-    return all(S.coefficient(m.store, v) not in (None, 0) for m in plan.members)
 
 
 def emit_scan(kernel: CppKernel) -> None:

@@ -300,10 +300,10 @@ def buffer_bytes(graph: Graph) -> dict:
 
 
 def _bytes(numel, dtype) -> int | None:
-    try:
-        return int(numel) * dtype.itemsize
-    except (TypeError, AttributeError):
+    """(A symbolic size is not turned into an int: that would guard it to its value.)"""
+    if not isinstance(numel, int) or not isinstance(dtype, torch.dtype):
         return None
+    return numel * dtype.itemsize
 
 
 def buffer_contents(graph: Graph) -> dict:

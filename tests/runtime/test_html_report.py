@@ -246,14 +246,55 @@ def test_kernel_sources_are_cut_per_kernel_and_highlighted(backend):
         '    <span class="k">return</span> <span class="n">1.5</span>')
 
 
-@pytest.mark.skipif(NODE is None, reason="node is not installed: the page's script is not checked")
-def test_page_script_runs(tmp_path):
+# A DOM of one fusion table (three rows: scores 5, 30, 7; reasons a, b, a), enough for the
+# page's script: a click on the score heading sorts, a filter shows one reason's rows.
+FAKE_DOM = """
+function element(attrs, text) {
+  return {attrs: attrs || {}, textContent: text || "", children: [], style: {}, listeners: {},
+    getAttribute: function (n) { return n in this.attrs ? this.attrs[n] : null; },
+    setAttribute: function (n, v) { this.attrs[n] = String(v); },
+    addEventListener: function (t, f) { this.listeners[t] = f; },
+    classList: {contains: function (c) { return ((attrs || {})["class"] || "").split(" ").indexOf(c) >= 0; }}};
+}
+var rows = [[5, "a"], [30, "b"], [7, "a"]].map(function (r) {
+  var row = element({"data-reason": r[1]});
+  row.cells = [element({"data-value": String(r[0])}, String(r[0])), element({}, r[1])];
+  return row;
+});
+var body = {rows: rows.slice(), appendChild: function (row) {
+  this.rows.splice(this.rows.indexOf(row), 1); this.rows.push(row); }};
+var table = element({id: "g0-fusions"});
+table.tBodies = [body];
+var heads = [element({"class": "num"}, "score"), element({}, "reason")];
+var headRow = element({});
+headRow.children = heads;
+headRow.parentNode = {parentNode: table};
+heads.forEach(function (h) { h.parentNode = headRow; });
+var select = element({"class": "reason-filter", "data-table": "g0-fusions"});
+var document = {
+  querySelectorAll: function (q) { return q === "table.sortable th" ? heads : q === "select.reason-filter" ? [select] : []; },
+  getElementById: function (id) { return id === "g0-fusions" ? table : null; }};
+"""
+CHECK = """
+heads[0].listeners.click();
+var scores = body.rows.map(function (r) { return r.cells[0].textContent; }).join(",");
+if (scores !== "30,7,5") { throw new Error("sorted by score: " + scores); }
+heads[0].listeners.click();
+scores = body.rows.map(function (r) { return r.cells[0].textContent; }).join(",");
+if (scores !== "5,7,30") { throw new Error("sorted back: " + scores); }
+select.value = "a";
+select.listeners.change();
+var shown = body.rows.filter(function (r) { return r.style.display !== "none"; }).length;
+if (shown !== 2) { throw new Error("filter shows " + shown); }
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed: the page's script is not run")
+def test_page_script_sorts_and_filters(tmp_path):
     text = braze.report(lambda x: x.relu() * 2, rand(8, 8)).html()
     script = re.search(r"<script>(.*?)</script>", text, re.S).group(1)
-    stub = ("var document = {querySelectorAll: function () { return []; }, "
-            "getElementById: function () { return null; }};\n")
     path = tmp_path / "page.js"
-    path.write_text(stub + script)
+    path.write_text(FAKE_DOM + script + CHECK)
     done = subprocess.run([NODE, str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
@@ -283,3 +324,18 @@ def test_page_shows_symbolic_sizes_and_guards():
     assert "Symbolic sizes, guards and run-time checks" in text and "symbols: s" in text
     assert all(f"<td>{k.name}</td>" in text for k in graph.kernels) and graph.kernels
     assert all(k.bytes_read is None for k in graph.kernels)  # sizes are symbols: bytes unknown, no guard added
+
+
+def test_report_knob_after_a_trace_cache_hit(tmp_path):
+    """A graph loaded from the trace cache (no ATen graph) gets its IR rebuilt for its page."""
+    def f(x):
+        return (x.sin() + 1).softmax(-1)
+    x = rand(8, 16)
+    with braze.config.patch(graph_cache=True, trace_cache=True, cache_dir=str(tmp_path / "cache")):
+        torch.compile(f, backend="braze")(x)
+        torch._dynamo.reset()
+        out = torch.compile(f, backend="braze", options={"report": str(tmp_path / "pages")})(x)
+    torch.testing.assert_close(out, f(x))
+    text = (tmp_path / "pages" / "braze-0-0.html").read_text()
+    assert "cache hit" in text and "could not be rebuilt" not in text and "sin" in text
+    assert_balanced(text)

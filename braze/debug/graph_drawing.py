@@ -57,28 +57,31 @@ def digraph(compiled, profile=None):
 
 
 def _nodes(dot, compiled, graph, kernel_of: dict, profile) -> None:
+    """Each IR node: in its kernel's cluster, or on its own (inputs, extern calls)."""
     clusters: dict = {}
     for node in graph.nodes:
         kind, label = _kind_and_label(compiled, node)
         kernel = kernel_of.get(node.name)
-        target = dot if kernel is None else clusters.setdefault(kernel.name, [])
         if kernel is None:
             dot.node(node.name, label, **STYLES[kind])
         else:
-            target.append((node.name, label, kind))
+            clusters.setdefault(kernel.name, []).append((node.name, label, kind))
     for kernel in compiled.kernels:
-        if kernel.name not in clusters:
-            continue
-        sub = type(dot)(f"cluster_{kernel.name}")
-        timed = profile.of(compiled.name, kernel.name) if profile is not None else None
-        time = f", {timed.ms * 1000:.1f} us" if timed is not None else ""
-        sub.attr(label=f"{kernel.name} ({kernel.shape or kernel.backend}{time})", style="rounded,filled",
+        if kernel.name in clusters:
+            dot.subgraph(_cluster(type(dot), compiled, kernel, clusters[kernel.name], profile))
+    dot.node("outputs", "outputs", **STYLES["output"])
+
+
+def _cluster(digraph_class, compiled, kernel, members: list, profile):
+    timed = profile.of(compiled.name, kernel.name) if profile is not None else None
+    time = f", {timed.ms * 1000:.1f} us" if timed is not None else ""
+    cluster = digraph_class(f"cluster_{kernel.name}")
+    cluster.attr(label=f"{kernel.name} ({kernel.shape or kernel.backend}{time})", style="rounded,filled",
                  fillcolor="#fffdf0", color="#b08800", fontname="Helvetica", fontsize="11",
                  tooltip=f"{kernel.name}: {', '.join(kernel.ops)}")
-        for name, label, kind in clusters[kernel.name]:
-            sub.node(name, label, **STYLES[kind])
-        dot.subgraph(sub)
-    dot.node("outputs", "outputs", **STYLES["output"])
+    for name, label, kind in members:
+        cluster.node(name, label, **STYLES[kind])
+    return cluster
 
 
 def _kind_and_label(compiled, node) -> tuple:

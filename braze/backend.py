@@ -13,8 +13,9 @@ dtypes. So does a compiled graph whose first run raises (``runtime/guard.py``:
 its mutated inputs restored, then eager from that call on). Graphs with
 symbolic sizes are compiled once per concrete shape.
 
-``explain(fn, *args)`` (``braze.explain``) compiles through this backend while recording
-what it built, and gives the ``braze.debug.explain.Report``.
+``explain(fn, *args)`` (``braze.explain``, ``braze.report``) compiles through this backend
+while recording what it built, and gives the ``braze.debug.explain.Report``; ``profile``
+(``braze.profile``) adds each kernel's time to it.
 """
 from __future__ import annotations
 
@@ -404,6 +405,9 @@ def _has_symbolic_sizes(gm) -> bool:
 
 
 def _debug(compiled: CompiledGraph) -> None:
+    if config.report:
+        from braze.debug.html import add_to_page
+        add_to_page(compiled, config.report)
     if not (config.debug or config.debug_dir or logs.enabled()):
         return
     from braze.debug.dump import dump
@@ -411,11 +415,29 @@ def _debug(compiled: CompiledGraph) -> None:
 
 
 def explain(fn, *args, **kwargs) -> Report:
-    """``braze.explain``: compile ``fn`` for ``args`` and report what braze did
-    (``braze.debug.explain.Report``). If an output requires grad, a backward pass runs too
-    (with ``torch.autograd.grad``, so no ``.grad`` of the caller's tensors changes), to
-    compile and report the backward graph. Graph breaks and recompile limits that Dynamo
-    met on the way are in ``report.dynamo``."""
+    """``braze.explain`` (also ``braze.report``): compile ``fn`` for ``args`` and report what
+    braze did (``braze.debug.explain.Report``; ``.save(path)`` writes it as an HTML page). If an
+    output requires grad, a backward pass runs too (with ``torch.autograd.grad``, so no
+    ``.grad`` of the caller's tensors changes), to compile and report the backward graph.
+    Graph breaks and recompile limits that Dynamo met on the way are in ``report.dynamo``."""
+    return explained(fn, args, kwargs)[0]
+
+
+def profile(fn, *args, **kwargs) -> Report:
+    """``braze.profile``: ``braze.explain``'s report with each kernel's time (``report.profile``,
+    ``braze.debug.profile.Profile``: CUDA events on a GPU, wall time on the CPU) from running
+    the compiled function (and its backward) again; prints the table."""
+    from braze.debug.profile import measure
+    with config.patch(cudagraphs=False):  # the kernels are timed one by one, not replayed
+        report, again = explained(fn, args, kwargs)
+        report.profile = measure(report.graphs, again)
+    print(report.profile.table())
+    return report
+
+
+def explained(fn, args: tuple, kwargs: dict) -> tuple:
+    """(the report of compiling ``fn`` for ``args``, ``again``: a callable running the
+    compiled function once more, and its backward where ``explain`` ran one)."""
     from braze.debug.dynamo_notes import DynamoNotes
     report = Report()
 
@@ -424,12 +446,15 @@ def explain(fn, *args, **kwargs) -> Report:
             notes.saw(gm)
             return braze_backend(gm, example_inputs)
 
-        out = torch.compile(fn, backend=backend)(*args, **kwargs)
-        _backward(out, fn, args, kwargs)
+        compiled = torch.compile(fn, backend=backend)
+        _backward(compiled(*args, **kwargs), fn, args, kwargs)
     report.graphs += recording.graphs
     report.failures += [f[1:] for f in recording.failures]
     report.dynamo += notes.lines
-    return report
+
+    def again():
+        _backward(compiled(*args, **kwargs), fn, args, kwargs)
+    return report, again
 
 
 def _backward(out, fn, args, kwargs) -> None:

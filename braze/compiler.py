@@ -67,6 +67,10 @@ class KernelInfo:
     writes: list
     graph: str = ""
     mutates: tuple = ()  # the buffers it writes in place, a graph input as "arg0 (input 0)"
+    nodes: list = dataclasses.field(default_factory=list)  # the IR nodes it computes (stored or not)
+    launch: str = ""  # launch parameters (Triton: blocks, warps, grid; C++: threads)
+    bytes_read: int | None = None  # bytes of the buffers it loads (None: symbolic sizes)
+    bytes_written: int | None = None  # bytes of the buffers it stores
 
     def __str__(self) -> str:
         written = f"; writes {', '.join(self.mutates)} in place" if self.mutates else ""
@@ -202,6 +206,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
         if step.kind == "kernel" and not step.skip:
             step.launch = built.launches[step.name]
     t = time.perf_counter()
+    sizes = buffer_bytes(graph)
     constants = [(f"{n.name}_value", n.origins[0], n.constant) for n in graph.nodes
                  if isinstance(n, InputNode) and n.constant is not None]
     wrapper = generate(graph, steps, _private_outputs(graph, kind, visible))
@@ -210,8 +215,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
     timings["wrapper"] = _lap(t)
     report = dict(
         decisions=decisions, fusion_log=sched.log,
-        kernels=[KernelInfo(p.name, p.origins, target.name, built.shapes.get(p.name, ""), p.reads, p.writes, name,
-                            _in_place(graph, p)) for p in plans],
+        kernels=[_kernel_info(p, name, target.name, built, sizes, _in_place(graph, p)) for p in plans],
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
         mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and isinstance(graph.producer(n.mutates), InputNode)
@@ -281,6 +285,39 @@ def lone_ops(plans: list, gm: torch.fx.GraphModule) -> frozenset:
         if node is not None and isinstance(node.target, torch._ops.OpOverload) and not node.target._schema.is_mutable:
             found.add(node.name)
     return frozenset(found)
+
+
+def _kernel_info(plan, graph_name: str, backend: str, built, sizes: dict, mutates: tuple) -> KernelInfo:
+    writes = [b for b in plan.writes if b != ERROR_RECORD]
+    return KernelInfo(plan.name, plan.origins, backend, built.shapes.get(plan.name, ""), plan.reads, plan.writes,
+                      graph_name, mutates, nodes=[m.name for p in (plan.parts or [plan]) for m in p.members],
+                      launch=built.params.get(plan.name, ""), bytes_read=_total(sizes, plan.reads),
+                      bytes_written=_total(sizes, writes))
+
+
+def _total(sizes: dict, buffers: list) -> int | None:
+    found = [sizes.get(b) for b in buffers]
+    return None if any(n is None for n in found) else sum(found)
+
+
+def buffer_bytes(graph: Graph) -> dict:
+    """Each buffer's bytes (inputs, stored buffers, extern results): its elements times its
+    dtype's size; None where its size is symbolic."""
+    found = {}
+    for node in graph.nodes:
+        if isinstance(node, ExternNode):
+            found.update((o[0], _bytes(o[2].numel if o[2] is not None else None, o[1]))
+                         for o in node.outputs if o is not None)
+        else:
+            found[node.name] = _bytes(node.numel, node.dtype)
+    return found
+
+
+def _bytes(numel, dtype) -> int | None:
+    """(A symbolic size is not turned into an int: that would guard it to its value.)"""
+    if not isinstance(numel, int) or not isinstance(dtype, torch.dtype):
+        return None
+    return numel * dtype.itemsize
 
 
 def buffer_contents(graph: Graph) -> dict:

@@ -26,6 +26,7 @@ class Built:
     shapes: dict = field(default_factory=dict)
     cache_hit: bool = False
     recipe: object = None  # what a later process loads instead of generating (``recipe.load(device)``); None: not cacheable
+    params: dict = field(default_factory=dict)  # kernel name -> its launch parameters, as text for reports
 
 
 def target_for(device: torch.device):

@@ -80,6 +80,10 @@ KNOBS = (
          "(levels of the 'braze' loggers, on stderr: braze/logs.py)"),
     Knob("debug_dir", "BRAZE_DEBUG_DIR", "", str,
          "if set, each graph writes its FX graph, IR, fusion log and code into a folder here"),
+    Knob("report", "BRAZE_REPORT", "", str,
+         "if set, a directory: each compiled function writes one self-contained HTML page there "
+         "(all its graphs, forward and backward; rewritten as each graph is compiled): the fused "
+         "graph drawn, kernels, fusion candidates, IR (braze/debug/html.py)"),
     Knob("progress", "BRAZE_PROGRESS", True, _flag,
          "while a graph's compile runs past 2 s, show kernels built / total on stderr (only when "
          "stderr is a terminal)"),

@@ -8,6 +8,8 @@ graph with symbolic sizes its symbols, guards and specializations, what Dynamo d
 braze (graph breaks, recompile limits: ``dynamo``), and a readable table as ``str(report)``.
 Buffers are shown with the ATen ops they hold (``buf9 (addmm + gelu)``); graphs are
 numbered per compiled function, each shown with Dynamo's compile id (``graph0 [0/0]``).
+``report.save("report.html")`` writes it as one HTML page (``debug/html.py``), with the
+kernels' times when ``braze.profile`` made it (``report.profile``).
 
 """
 from __future__ import annotations
@@ -24,6 +26,18 @@ class Report:
     graphs: list = field(default_factory=list)
     failures: list = field(default_factory=list)  # (kind, message) of graphs run eagerly
     dynamo: list = field(default_factory=list)  # graph breaks and recompile limits, with Dynamo's reasons
+    profile: object = None  # ``braze.profile``'s kernel times (``debug/profile.Profile``), else None
+
+    def html(self, title: str = "braze report") -> str:
+        """The report as one self-contained HTML page (``debug/html.py``)."""
+        from braze.debug.html import report_page
+        return report_page(self, title)
+
+    def save(self, path: str, title: str = "braze report") -> str:
+        """Write ``html()`` to ``path``; returns the path."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.html(title))
+        return path
 
     @property
     def kernels(self) -> list:
@@ -101,3 +115,13 @@ def buffer_label(graph, name: str) -> str:
     """``buf9 (addmm + gelu)``: a buffer of a compiled graph with the ATen ops it holds."""
     ops = getattr(graph, "contents", {}).get(name)
     return f"{name} ({' + '.join(ops)})" if ops else name
+
+
+def human_bytes(n) -> str:
+    """``8.0 KiB``; "?" for None (a symbolic size)."""
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024

@@ -38,7 +38,17 @@ class CppBackend:
         progress.stage("loading the cached library" if hit else f"{config.cxx} compiling one library")
         objects = recipe.load(None)
         progress.built(len(kernels))
-        return Built(objects, launches, source, {k.plan.name: k.shape for k in kernels}, hit, recipe)
+        return Built(objects, launches, source, {k.plan.name: k.shape for k in kernels}, hit, recipe,
+                     {k.plan.name: _threads(k) for k in kernels})
+
+
+def _threads(kernel) -> str:
+    """A kernel's thread count, as the report shows it."""
+    if not getattr(kernel, "threaded", lambda: True)():
+        return "1 thread (too little work to share)"
+    if config.num_threads:
+        return f"{config.num_threads} OpenMP threads (num_threads)"
+    return f"OpenMP: the caller's torch.get_num_threads() ({torch.get_num_threads()} now)"
 
 
 @dataclass

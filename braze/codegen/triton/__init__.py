@@ -104,7 +104,8 @@ class TritonBackend:
             objects[unit.plan.name] = autotune.Tuner(unit.plan.name, tried, choices, unit.tune_key, written)
         launches = {p.name: f"{p.name}({', '.join(list(parameters(p)) + symbols.parameters())})" for p in plans}
         hit = all(hits) and (compiler is None or compiler.was_cached())
-        return Built(objects, launches, _source(units, launcher_source), _shapes(units), hit, recipe)
+        return Built(objects, launches, _source(units, launcher_source), _shapes(units), hit, recipe,
+                     _params(units))
 
     def _units(self, plan, info) -> list:
         """A plan's units: one, or one per kernel of a foreach plan (``foreach.split``)."""
@@ -235,6 +236,23 @@ def _shapes(units: list) -> dict:
     for u in units:
         found.setdefault(u.launcher, []).append(u.kernel.shape.name)
     return {name: "+".join(dict.fromkeys(names)) for name, names in found.items()}
+
+
+def _params(units: list) -> dict:
+    """Plan name -> its kernels' blocks, warps and grid, as text (``Built.params``)."""
+    found: dict = {}
+    for u in units:
+        shape = u.kernel.shape
+        text = f"{shape.name}: {_launch_text(shape.blocks, shape.num_warps, shape.grid)}"
+        if shape.finish:
+            finish = shape.finish
+            text += f"; then {_launch_text(finish['blocks'], finish['num_warps'], finish['grid'])}"
+        found.setdefault(u.launcher, []).append(text)
+    return {name: "; ".join(texts) for name, texts in found.items()}
+
+
+def _launch_text(blocks: dict, num_warps: int, grid) -> str:
+    return f"{''.join(f'{k}={v}, ' for k, v in blocks.items())}num_warps={num_warps}, grid {grid}"
 
 
 def _spec_name(unit: Unit, k: int) -> str:

@@ -60,9 +60,11 @@ BRAZE_INLINE f16_t f32_to_f16(float x) {
 }
 
 // NaN-propagating: a NaN ``a`` is kept; a NaN ``b`` fails the comparison and is taken (one test of
-// ``b`` fewer than testing it for NaN, in every max loop of a softmax)
-template <typename T> BRAZE_INLINE T b_max(T a, T b) { return (a != a) ? a : (a > b ? a : b); }
-template <typename T> BRAZE_INLINE T b_min(T a, T b) { return (a != a) ? a : (a < b ? a : b); }
+// ``b`` fewer than testing it for NaN, in every max loop of a softmax). The comparison's select
+// first, then the NaN one: written as one nested select, GCC 12 vectorizes no loop that chains
+// several into one accumulator (a column max over a few rows ran 35x slower)
+template <typename T> BRAZE_INLINE T b_max(T a, T b) { const T m = a > b ? a : b; return (a != a) ? a : m; }
+template <typename T> BRAZE_INLINE T b_min(T a, T b) { const T m = a < b ? a : b; return (a != a) ? a : m; }
 // fmax/fmin: a NaN operand loses to a number. As selects, so GCC vectorizes them (libm's
 // fmaxf and fminf are calls, which leave a clamp's loop scalar)
 template <typename T> BRAZE_INLINE T b_fmax(T a, T b) { return (b != b || a > b) ? a : b; }

@@ -58,8 +58,8 @@ class Accumulator:
             return [("mean", t, "0"), ("m2", t, "0"), ("n", t, "0")]
         if self.family in ("argmax", "argmin"):
             return [("v", t, _extreme(d, lowest=self.family == "argmax")), ("i", "int64_t", "0")]
-        if d is torch.bool:
-            return [("v", "bool", "true" if BOOL_FAMILY.get(self.family, self.family) == "all" else "false")]
+        if d is torch.bool:  # (bytes, not bool: GCC vectorizes no loop that carries a bool)
+            return [("v", "uint8_t", "1" if BOOL_FAMILY.get(self.family, self.family) == "all" else "0")]
         init = {"sum": "0", "prod": "1", "any": "false", "all": "true",
                 "max": _extreme(d, lowest=True), "min": _extreme(d, lowest=False)}[self.family]
         return [("v", t, init)]
@@ -118,7 +118,8 @@ class Accumulator:
     def _fold(self, acc: str, value: str) -> str:
         f, d = self.family, self.dtype
         if d is torch.bool or f in ("any", "all"):
-            return f"({acc} || {value})" if BOOL_FAMILY.get(f, f) == "any" else f"({acc} && {value})"
+            # (bitwise, not || and &&: GCC vectorizes no loop that short-circuits)
+            return f"({acc} | (bool)({value}))" if BOOL_FAMILY.get(f, f) == "any" else f"({acc} & (bool)({value}))"
         if f == "sum":
             return f"({acc} + {value})"
         if f == "prod":

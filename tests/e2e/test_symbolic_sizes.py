@@ -124,7 +124,7 @@ def test_sizes_zero_and_one_are_correct(backend):
 def test_too_many_size_classes_compile_per_shape(monkeypatch):
     made = []
     real = symbolic.Symbolic.__init__
-    monkeypatch.setattr(symbolic.Symbolic, "__init__", lambda self, *a: (real(self, *a), made.append(self))[0])
+    monkeypatch.setattr(symbolic.Symbolic, "__init__", lambda self, *a, **k: (real(self, *a, **k), made.append(self))[0])
     f = lambda x: (x * 3).sum(-1)
     g = torch.compile(f, backend="braze", dynamic=True)
     with braze.config.patch(max_size_variants=1, num_threads=2), Compiled() as compiled:

@@ -85,7 +85,9 @@ def test_a_hit_recompile_limit_is_reported():
     """Each ``explain`` compiles anew, so Dynamo counts a second one as a recompile; past the
     limit the function runs eagerly, with no graph for braze: the report says so and why."""
     f = lambda x: x.sin() * 2
-    with torch._dynamo.config.patch(recompile_limit=1):
+    # (the eager fallback past the limit is Dynamo's default; set here, as an earlier test in
+    # the same process may have left the hard failure on)
+    with torch._dynamo.config.patch(recompile_limit=1, fail_on_recompile_limit_hit=False):
         braze.explain(f, rand(5))
         report = braze.explain(f, rand(5))
     assert not report.graphs

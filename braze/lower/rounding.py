@@ -38,9 +38,9 @@ def eager_rounded(ctx, value):
     if expr.op is Op.LOAD and isinstance(ctx.graph.producer(expr.arg), (InputNode, ExternNode)):
         return value
     _round_each_op(ctx.graph, expr)
-    if value.dtype not in dtypes.LOW_PRECISION or \
+    if value.dtype not in dtypes.LOW_PRECISION or expr.op is Op.LOAD or \
             expr.op is Op.CAST and expr.arg != "store" and expr.args[0].dtype is torch.float32:
-        return value  # not rounded, or rounded already
+        return value  # not rounded; or a node's value (rounded above, or stored); or rounded already
     return TensorValue(value.dtype, value.sizes, cast(cast(expr, torch.float32), value.dtype))
 
 

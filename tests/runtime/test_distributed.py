@@ -225,7 +225,8 @@ def test_processes_compiling_one_graph_at_once_share_the_cache(tmp_path):
     # each entry built by one process only; every other process waited for it or found it
     assert sum(f["counts"]["built"] for f in found) == len(entries)
     assert sum(f["counts"]["waited"] + f["counts"]["hit"] for f in found) >= (processes - 1) * len(entries)
-    assert all(kind_and_hit[1] is False for f in found for kind_and_hit in f["graphs"])
+    # (a process may compile a graph or, if another published it first, load it: either is right)
+    assert all([kind for kind, _ in f["graphs"]] == ["forward", "backward"] for f in found)
     # every entry is whole: a new process loads both graphs from the cache
     (again,) = _in_processes(tmp_path, 1, barrier=False)
     assert again["graphs"] == [["forward", True], ["backward", True]] and again["counts"]["built"] == 0

@@ -30,7 +30,7 @@ import torch
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir import symbols, traced
+from braze.ir import traced
 from braze.ir.expr import (COUNTER_WORDS, RANDOM_WORDS, Expr, Op, binary, cast, const, index, load, random, unary,
                             where)
 from braze.ir.graph import out_vars

@@ -12,7 +12,7 @@ import math
 import torch
 
 from braze.ir import simplify as S
-from braze.ir import symbols, traced
+from braze.ir import traced
 from braze.ir.expr import index
 from braze.ir.graph import InputNode, out_vars
 from braze.ir.expr import Op

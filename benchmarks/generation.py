@@ -23,31 +23,26 @@ import time
 
 import torch
 
+from benchmarks.dynamic_sizes import Counting
+
 COMPILERS = ("eager", "inductor", "braze")
 
 
 class Counter:
-    """Counts what a compiler compiles: Inductor's graphs, or braze's (each size class of
-    each graph, from ``braze.backend.Recording``)."""
+    """Counts what a compiler compiles: Inductor's graphs (``dynamic_sizes.Counting``), or
+    braze's (each size class of each graph, from ``braze.backend.Recording``)."""
 
     def __init__(self, name: str):
         import braze
-        self.name, self.inductor_graphs = name, 0
+        self.name, self.inductor = name, Counting(name)
         self.recording = braze.backend.Recording().__enter__() if name == "braze" else None
 
     @property
     def count(self) -> int:
-        return len(self.recording.graphs) if self.recording else self.inductor_graphs
+        return len(self.recording.graphs) if self.recording else self.inductor.count
 
     def compile(self, fn):
-        if self.name == "braze":
-            return torch.compile(fn, backend="braze")
-        return torch.compile(fn, backend=self._inductor)
-
-    def _inductor(self, gm, example_inputs):
-        from torch._inductor.compile_fx import compile_fx
-        self.inductor_graphs += 1
-        return compile_fx(gm, example_inputs)
+        return torch.compile(fn, backend="braze" if self.name == "braze" else self.inductor)
 
     def close(self):
         if self.recording:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import braze
+from benchmarks.scatter_in_place import OPS
 from braze.codegen.cpp.scatter import SCATTER_PARALLEL_MIN_WORK
 
 
@@ -19,14 +20,7 @@ def threads():
     torch.set_num_threads(before)
 
 
-def _index_add(x, idx, src):
-    x.index_add_(0, idx, src)
-    return x
-
-
-def _put_accumulate(x, idx, src):
-    x.index_put_((idx,), src, accumulate=True)
-    return x
+_index_add = OPS["index_add_"]
 
 
 def _put(x, idx, src):
@@ -50,7 +44,7 @@ def _add_flat(x, idx, src):
     return x
 
 
-CASES = {"index_add_": _index_add, "index_put_ accumulate": _put_accumulate, "index_put_": _put,
+CASES = {"index_add_": _index_add, "index_put_ accumulate": OPS["index_put_"], "index_put_": _put,
          "scatter_add": _scatter_add_rows, "scatter": _scatter_rows, "index_add_ 1-D": _add_flat}
 
 

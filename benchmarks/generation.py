@@ -17,13 +17,13 @@ KV cache grows by one position a step); BERT is called on batches of random leng
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 
 import torch
 
 from benchmarks.dynamic_sizes import Counting
+from benchmarks.run import private_caches
 
 COMPILERS = ("eager", "inductor", "braze")
 
@@ -51,11 +51,7 @@ class Counter:
 
 def _fresh(compiler: str):
     torch._dynamo.reset()
-    root = tempfile.mkdtemp(prefix=f"gen-{compiler}-")
-    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "ind"), ("TRITON_CACHE_DIR", "tri"), ("BRAZE_CACHE_DIR", "bz")):
-        os.environ[var] = os.path.join(root, sub)
-    import braze.config
-    braze.config.cache_dir = os.environ["BRAZE_CACHE_DIR"]
+    private_caches(tempfile.mkdtemp(prefix=f"gen-{compiler}-"))
 
 
 def gpt2(device: str, tokens: int, layers: int | None):

@@ -33,7 +33,7 @@ h3 { font-size: 1.05em; margin-top: 1.4em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.4em 0; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } table.sortable th { cursor: pointer; }
-table.sortable th:after { content: " \\2195"; color: #aaa; }
+table.sortable th:after { content: "\\a0\\2195"; color: #aaa; }  /* a no-break space: the arrow stays by its name */
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #f8f8f8; border: 1px solid #e4e4e4; padding: 0.6em; overflow-x: auto; font-size: 0.8em; }
 .drawing { overflow: auto; border: 1px solid #e4e4e4; max-height: 80vh; }

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from braze import config
+from braze.fuse.check_domains import checks_in_domain
 from braze.fuse.legality import gathers
 from braze.ir.expr import LEAVES, Expr, Op, const, op_count, rewrite, store_cast, substitute, walk
 from braze.ir.graph import ComputeNode, ExternNode, Graph, Layout, out_vars
@@ -78,6 +79,7 @@ def inline(graph: Graph) -> list[Decision]:
             node.origins = _merged_origins(node, bodies, graph)
             node.sources = _merged_sources(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
+            node.body = checks_in_domain(node.body)
             stored, reason = _decide(node, sites[node.name], graph, node.name in gathered_slowly,
                                      node.name in compared)
             decisions.append(Decision(node.name, stored, reason))

@@ -384,14 +384,23 @@ def checked(value: Expr, kind: str, site: int, size: int = 0) -> Expr:
     raise TypeError(f"braze IR: check kind {kind!r} is not 'index', 'position' or 'divisor'")
 
 
-def where(cond: Expr, a: Expr, b: Expr) -> Expr:
+DOMAINS = ("both", "then")  # a where's branches eager computes only where taken (``where``)
+
+
+def where(cond: Expr, a: Expr, b: Expr, domain: str | None = None) -> Expr:
+    """``cond ? a : b``. ``domain``: which branches eager computes only in the lanes that take
+    them, so a run-time check inside them checks only there (``fuse/check_domains.py``):
+    "both" (a ``cat`` picking its operand, a ``pad``), "then" (``slice_scatter``'s source),
+    None (``torch.where``: eager computes both branches everywhere)."""
     if a.dtype != b.dtype:
         raise TypeError(f"braze IR: where needs equal branch dtypes, got {a.dtype} and {b.dtype}")
+    if domain not in (None,) + DOMAINS:
+        raise TypeError(f"braze IR: where's domain is one of {DOMAINS} or None, got {domain!r}")
     if cond.op is Op.CONST:
         return a if cond.arg else b
     if a is b:
         return a
-    return Expr(Op.WHERE, a.dtype, (cond, a, b))
+    return Expr(Op.WHERE, a.dtype, (cond, a, b), domain)
 
 
 def scatter_store(value: Expr, indices, accumulate: bool) -> Expr:
@@ -510,7 +519,7 @@ def rebuild(node: Expr, args: tuple) -> Expr:
     if node.op is Op.WHERE:
         if node.dtype is dtypes.INDEX:
             return simplify.where(*args)
-        return where(*args)
+        return where(*args, domain=node.arg)
     if node.dtype is dtypes.INDEX or (node.op in COMPARISONS and args[0].dtype is dtypes.INDEX):
         return simplify.build(node.op, args, node.arg)
     return Expr(node.op, node.dtype, args, node.arg)

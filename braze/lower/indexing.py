@@ -124,7 +124,8 @@ def piecewise(ctx, pieces, dim: int, dtype, sizes) -> TensorValue:
         idx = list(vs)
         idx[dim] = S.sub(vs[dim], start)
         value = cast(tv.at(idx), acc)
-        body = value if body is None else where(S.compare(Op.LT, vs[dim], start + length), value, body)
+        body = value if body is None else where(S.compare(Op.LT, vs[dim], start + length), value, body,
+                                                 domain="both")
     return finish(ctx, body, dtype, sizes)
 
 
@@ -164,7 +165,7 @@ def _pad(ctx, x, pad, value=0):
     value_e = const(value, acc)
     body = cast(x.at(idx), acc)
     if inside is not None:
-        body = where(inside, body, value_e)
+        body = where(inside, body, value_e, domain="both")
     return finish(ctx, body, dtype, sizes)
 
 
@@ -181,7 +182,7 @@ def _slice_scatter(ctx, base, src, dim=0, start=None, end=None, step=1):
     inside = binary(Op.AND, S.compare(Op.GE, rel, 0), S.compare(Op.LT, rel, length * step))
     if step != 1:
         inside = binary(Op.AND, inside, S.compare(Op.EQ, S.mod(rel, step), 0))
-    body = where(inside, cast(src.at(idx), acc), cast(base.expr, acc))
+    body = where(inside, cast(src.at(idx), acc), cast(base.expr, acc), domain="then")
     return finish(ctx, body, dtype, sizes)
 
 

@@ -151,6 +151,46 @@ def test_a_huge_int64_index_does_not_wrap_into_range(backend):
         torch.compile(_index, backend="braze")(SIX, torch.tensor([2 ** 32 + 1]))
 
 
+def _rows_by_position(m):
+    return m[torch.arange(m.shape[0], device=m.device)].float() * 2  # an index computed from the position
+
+
+OPERAND_ONLY_WHERE_TAKEN = {
+    # CUDA's attention pads its mask so (GPT-2's generation): the padded lanes index past 17
+    "pad": lambda m, a: F.pad(_rows_by_position(m), (0, 7)),
+    "cat": lambda m, a: torch.cat([a, _rows_by_position(m)]),  # lanes before it index at -20..-1
+    "slice_scatter": lambda m, a: torch.slice_scatter(a, _rows_by_position(m), 0, 2, 19),
+}
+
+
+@pytest.mark.parametrize("name", OPERAND_ONLY_WHERE_TAKEN)
+def test_an_operand_computed_only_where_eager_computes_it_raises_nothing(backend, name):
+    """A pad's input, a cat's operand, a slice_scatter's source: eager indexes them over their
+    own elements; the checks of the lanes that take another branch must not fire."""
+    fn, m, a = OPERAND_ONLY_WHERE_TAKEN[name], torch.randn(17), torch.randn(20)
+    with Compiled() as compiled:
+        actual = torch.compile(fn, backend="braze")(m, a)
+    assert compiled.graphs and not compiled.failures
+    assert torch.equal(actual, fn(m, a))
+
+
+def test_a_bad_index_inside_a_pad_still_raises(backend):
+    fn = lambda m: F.pad(m[torch.arange(m.shape[0], device=m.device) + 1] * 2, (0, 7))
+    with pytest.raises(IndexError, match="index 17 is out of bounds"):
+        fn(torch.randn(17))
+    with pytest.raises(IndexError, match="index 17 is out of bounds"):
+        torch.compile(fn, backend="braze")(torch.randn(17))
+
+
+def test_a_bad_index_under_torch_where_raises_where_eager_does(backend):
+    """``torch.where`` computes both branches everywhere in eager: its checks are not masked."""
+    fn = lambda m: torch.where(torch.arange(18) < 17, m[torch.arange(18) % 18], 0.0)
+    with pytest.raises(IndexError, match="index 17 is out of bounds"):
+        fn(torch.randn(17))
+    with pytest.raises(IndexError, match="index 17 is out of bounds"):
+        torch.compile(fn, backend="braze")(torch.randn(17))
+
+
 def test_the_backward_of_a_gather_with_bad_indices_raises_in_the_forward(backend):
     x = torch.randn(4, 5, requires_grad=True)
     with pytest.raises(RuntimeError, match="index 5 is out of bounds"):

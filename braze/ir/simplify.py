@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from braze.ir import dtypes
+from braze.ir import dtypes, symbols
 from braze.ir.expr import COMPARISONS, Expr, Op, index
 
 INDEX = dtypes.INDEX
@@ -262,16 +262,27 @@ def clamp(a, lo: int, hi: int) -> Expr:
 def compare(op: Op, a, b) -> Expr:
     a, b = as_index(a), as_index(b)
     lo, hi = bounds(sub(a, b))
+    zero = _sure(lo, ">=") and _sure(hi, "<=")
+    nonzero = _sure(lo, ">") or _sure(hi, "<")
     known = {
-        Op.LT: (hi < 0, lo >= 0), Op.LE: (hi <= 0, lo > 0),
-        Op.GT: (lo > 0, hi <= 0), Op.GE: (lo >= 0, hi < 0),
-        Op.EQ: (lo == hi == 0, lo > 0 or hi < 0), Op.NE: (lo > 0 or hi < 0, lo == hi == 0),
+        Op.LT: (_sure(hi, "<"), _sure(lo, ">=")), Op.LE: (_sure(hi, "<="), _sure(lo, ">")),
+        Op.GT: (_sure(lo, ">"), _sure(hi, "<=")), Op.GE: (_sure(lo, ">="), _sure(hi, "<")),
+        Op.EQ: (zero, nonzero), Op.NE: (nonzero, zero),
     }[op]
     if known[0]:
         return Expr(Op.CONST, torch.bool, (), True)
     if known[1]:
         return Expr(Op.CONST, torch.bool, (), False)
     return Expr(op, torch.bool, (a, b))
+
+
+def _sure(bound, op: str) -> bool:
+    """``bound op 0`` proven by the symbols' ranges alone. A comparison the ranges leave open
+    stays in the code, evaluated at run time: folding it by the sizes of the call being
+    compiled would add a guard, and a size class per outcome (``(s0 + 1) % 8 != 0``: eight)."""
+    if isinstance(bound, symbols.Size):
+        return symbols.known(bound, op, 0) is True
+    return {"<": bound < 0, "<=": bound <= 0, ">": bound > 0, ">=": bound >= 0}[op]
 
 
 def where(cond: Expr, a, b) -> Expr:

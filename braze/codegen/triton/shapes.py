@@ -184,8 +184,9 @@ def _blocks_1d(name: str, sizes: list, device: DeviceInfo) -> Shape:
     """1-D blocks over loops of ``sizes`` elements: the pointwise block, no larger than the
     largest loop needs, halved (down to 128) while all loops together give fewer blocks
     than the device's fill."""
-    block = next_pow2(max(sizes), device.pointwise_block)
-    while block > 128 and sum(cdiv(n, block) for n in sizes) < device.min_programs:
+    hinted = [symbols.hint(n) for n in sizes]  # any block is correct: sizes of this call choose it, unguarded
+    block = next_pow2(max(hinted), device.pointwise_block)
+    while block > 128 and sum(cdiv(n, block) for n in hinted) < device.min_programs:
         block //= 2
     grid = (sum(cdiv(n, block) for n in sizes), 1, 1)
     return Shape(name, {"XBLOCK": block}, _warps(block, 256, 4), grid)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from braze import config
 from braze.fuse.check_domains import checks_in_domain
 from braze.fuse.legality import gathers
+from braze.ir import symbols
 from braze.ir.expr import LEAVES, Expr, Op, const, op_count, rewrite, store_cast, substitute, walk
 from braze.ir.graph import ComputeNode, ExternNode, Graph, Layout, out_vars
 
@@ -196,7 +197,8 @@ def _decide(node: ComputeNode, uses: int, graph: Graph, read_by_few_long_rows: b
 def _full_size_loads(node: ComputeNode, graph: Graph) -> int:
     """Distinct buffers of at least the node's element count that its expression loads."""
     names = {e.arg for e in walk(node.body) if e.op is Op.LOAD}
-    return sum(1 for name in names if _numel(graph, name) >= node.numel)
+    numel = symbols.hint(node.numel)  # a cost estimate: the compiling call's sizes decide it, unguarded
+    return sum(1 for name in names if symbols.hint(_numel(graph, name)) >= numel)
 
 
 def _numel(graph: Graph, name: str) -> int:

@@ -146,6 +146,13 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _hint(n) -> int:
+    """A size's value in the call being compiled, unguarded: for a block size that any size
+    runs correctly with (the kernel masks or loops), where a guard would split the graph into
+    a size class per choice. Only a block that must hold a whole row guards its class."""
+    return symbols.hint(n)
+
+
 def choose(plan, device: DeviceInfo) -> Shape:
     if plan.scan is not None:
         shape = _scan(plan, device)
@@ -184,7 +191,7 @@ def _blocks_1d(name: str, sizes: list, device: DeviceInfo) -> Shape:
     """1-D blocks over loops of ``sizes`` elements: the pointwise block, no larger than the
     largest loop needs, halved (down to 128) while all loops together give fewer blocks
     than the device's fill."""
-    hinted = [symbols.hint(n) for n in sizes]  # any block is correct: sizes of this call choose it, unguarded
+    hinted = [_hint(n) for n in sizes]
     block = next_pow2(max(hinted), device.pointwise_block)
     while block > 128 and sum(cdiv(n, block) for n in hinted) < device.min_programs:
         block //= 2
@@ -220,8 +227,9 @@ def _accesses(plan) -> list:
 def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
     ynumel = math.prod(v.size for v in plan.outer[:split])
     xnumel = math.prod(v.size for v in plan.outer[split:])
-    yblock, xblock = next_pow2(ynumel, device.tile), next_pow2(xnumel, device.tile)
-    while yblock * xblock > 256 and cdiv(ynumel, yblock) * cdiv(xnumel, xblock) < device.min_programs:
+    ys, xs = _hint(ynumel), _hint(xnumel)
+    yblock, xblock = next_pow2(ys, device.tile), next_pow2(xs, device.tile)
+    while yblock * xblock > 256 and cdiv(ys, yblock) * cdiv(xs, xblock) < device.min_programs:
         if yblock >= xblock:
             yblock //= 2
         else:
@@ -254,9 +262,9 @@ def _reduction(plan, device: DeviceInfo) -> Shape:
         return _column(xnumel, rnumel, device, _half_width(plan))
     if next_pow2(rnumel) <= persistent_max(plan):
         return _row(xnumel, rnumel, device)
-    xblock = next_pow2(xnumel, device.loop_rows)
-    rblock = LOOP_RBLOCK if rnumel >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2
-    rblock = max(rblock, next_pow2(rnumel, device.block_elements // xblock))
+    xblock = next_pow2(_hint(xnumel), device.loop_rows)
+    rblock = LOOP_RBLOCK if _hint(rnumel) >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2
+    rblock = max(rblock, next_pow2(_hint(rnumel), device.block_elements // xblock))
     return Shape("row_loop", {"XBLOCK": xblock, "RBLOCK": rblock}, loop_warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1))
 
@@ -298,9 +306,10 @@ def loop_warps(elements: int) -> int:
 
 
 def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
-    rblock = next_pow2(rnumel)
-    xblock = next_pow2(xnumel, max(1, device.block_elements // rblock))
-    while xblock > 1 and cdiv(xnumel, xblock) < device.min_programs:
+    rblock = next_pow2(rnumel)  # the whole row in one block: its size class is guarded
+    rows = _hint(xnumel)
+    xblock = next_pow2(rows, max(1, device.block_elements // rblock))
+    while xblock > 1 and cdiv(rows, xblock) < device.min_programs:
         xblock //= 2
     return Shape("row", {"XBLOCK": xblock, "RBLOCK": rblock}, row_warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1))
@@ -312,11 +321,12 @@ def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = Fal
     the elements and keeps ``device.tile`` columns, so a program has as many bytes in
     flight as a float32 one (``python -m benchmarks.column_sums``; docs/benchmarks.md,
     "Reductions by layout")."""
-    xblock = next_pow2(xnumel, device.tile)
-    while not half_width and xblock > 16 and cdiv(xnumel, xblock) < device.min_programs:
+    columns = _hint(xnumel)
+    xblock = next_pow2(columns, device.tile)
+    while not half_width and xblock > 16 and cdiv(columns, xblock) < device.min_programs:
         xblock //= 2
     elements = device.block_elements * (4 if half_width else 1)
-    rblock = next_pow2(rnumel, max(1, elements // xblock))
+    rblock = next_pow2(_hint(rnumel), max(1, elements // xblock))
     return Shape("column", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1), orientation="column")
 

@@ -1,5 +1,5 @@
-"""Run-time checks inside a ``cat``'s, ``pad``'s or ``slice_scatter``'s operand: checked only
-in the elements eager computes.
+"""Run-time checks inside a ``cat``'s, ``pad``'s or a scatter's operand, or a pooling window:
+checked only in the elements eager computes.
 
 Takes: a compute node's body after inlining. Gives: ``checks_in_domain(body)``, the body
 with each run-time check (``Op.CHECK``) that lies inside a domain branch of a ``where``
@@ -7,8 +7,8 @@ with each run-time check (``Op.CHECK``) that lies inside a domain branch of a ``
 that branch: ``check(where(taken, value, safe))``, ``safe`` being 0 for an index and 1 for
 a divisor.
 
-Why: eager computes a ``cat``'s operands, a ``pad``'s input and a ``slice_scatter``'s
-source over their own elements. braze computes such an operand's expression in every lane of
+Why: eager computes a ``cat``'s operands, a ``pad``'s input, a ``slice_scatter``'s or
+``diagonal_scatter``'s source and a pooling window's elements over their own elements. braze computes such an operand's expression in every lane of
 the output and selects; in a lane the branch does not take, an index computed from the
 position (``mask[arange(n)]`` padded to a multiple of 8, as CUDA's attention pads its mask)
 runs past its dimension and would raise an ``IndexError`` eager never raises. A lane taken

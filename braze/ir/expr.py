@@ -390,7 +390,8 @@ DOMAINS = ("both", "then")  # a where's branches eager computes only where taken
 def where(cond: Expr, a: Expr, b: Expr, domain: str | None = None) -> Expr:
     """``cond ? a : b``. ``domain``: which branches eager computes only in the lanes that take
     them, so a run-time check inside them checks only there (``fuse/check_domains.py``):
-    "both" (a ``cat`` picking its operand, a ``pad``), "then" (``slice_scatter``'s source),
+    "both" (a ``cat`` picking its operand, a ``pad``), "then" (a ``slice_scatter``'s or
+    ``diagonal_scatter``'s source, a pooling window's element inside the input),
     None (``torch.where``: eager computes both branches everywhere)."""
     if a.dtype != b.dtype:
         raise TypeError(f"braze IR: where needs equal branch dtypes, got {a.dtype} and {b.dtype}")

@@ -210,7 +210,7 @@ def _diagonal_scatter(ctx, base, src, offset=0, dim1=0, dim2=1):
     on_diagonal = S.compare(Op.EQ, S.sub(col, row), offset)
     along = row if offset >= 0 else col  # position along the diagonal
     src_idx = [v for k, v in enumerate(vs) if k not in (d1, d2)] + [along]
-    body = where(on_diagonal, cast(src.at(src_idx), acc), cast(base.expr, acc))
+    body = where(on_diagonal, cast(src.at(src_idx), acc), cast(base.expr, acc), domain="then")
     return finish(ctx, body, dtype, sizes)
 
 

@@ -131,7 +131,8 @@ def _window_elements(x: TensorValue, out_sizes, kernel, stride, padding, dilatio
         for kx in range(kernel[1]):
             iw = S.add(S.mul(ow, stride[1]), kx * dilation[1] - padding[1])
             valid = _and(_inside(ih, height), _inside(iw, width))
-            value = cast(x.at([*batch, ih, iw]), acc)
+            # eager reads the window's inside only: a check in x's expression checks only there
+            value = where(valid, cast(x.at([*batch, ih, iw]), acc), const(0, acc), domain="then")
             position = cast(S.add(S.mul(ih, width), iw), torch.int64)
             elements.append((valid, value, position))
     return elements
@@ -210,8 +211,10 @@ def _gradient_sum(grad_output: TensorValue, indices: TensorValue, in_sizes, kern
     for oh, row_ok in rows:
         for ow, col_ok in cols:
             at = [*batch, oh, ow]
-            picked = _and(_and(row_ok, col_ok), binary(Op.EQ, indices.at(at), target))
-            total = where(picked, binary(Op.ADD, total, cast(grad_output.at(at), acc)), total)
+            ok = _and(row_ok, col_ok)  # a window that exists: eager reads nothing else
+            index = where(ok, indices.at(at), const(-1, indices.dtype), domain="then")
+            grad = where(ok, cast(grad_output.at(at), acc), const(0, acc), domain="then")
+            total = where(_and(ok, binary(Op.EQ, index, target)), binary(Op.ADD, total, grad), total)
     return total
 
 

@@ -160,13 +160,18 @@ OPERAND_ONLY_WHERE_TAKEN = {
     "pad": lambda m, a: F.pad(_rows_by_position(m), (0, 7)),
     "cat": lambda m, a: torch.cat([a, _rows_by_position(m)]),  # lanes before it index at -20..-1
     "slice_scatter": lambda m, a: torch.slice_scatter(a, _rows_by_position(m), 0, 2, 19),
+    # rows past the diagonal's 3 elements index past m[:3]
+    "diagonal_scatter": lambda m, a: torch.diagonal_scatter(a[:16].view(4, 4), _rows_by_position(m[:3]), 1),
+    # the window's padding: positions past the input's rows
+    "max_pool2d": lambda m, a: F.max_pool2d(_rows_by_position(m)[:16].view(1, 1, 4, 4), 3, stride=1, padding=1),
 }
 
 
 @pytest.mark.parametrize("name", OPERAND_ONLY_WHERE_TAKEN)
 def test_an_operand_computed_only_where_eager_computes_it_raises_nothing(backend, name):
-    """A pad's input, a cat's operand, a slice_scatter's source: eager indexes them over their
-    own elements; the checks of the lanes that take another branch must not fire."""
+    """A pad's input, a cat's operand, a slice_scatter's or diagonal_scatter's source, a
+    pooling window's inside: eager indexes them over their own elements; the checks of the
+    lanes that take another branch must not fire."""
     fn, m, a = OPERAND_ONLY_WHERE_TAKEN[name], torch.randn(17), torch.randn(20)
     with Compiled() as compiled:
         actual = torch.compile(fn, backend="braze")(m, a)

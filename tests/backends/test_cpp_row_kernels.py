@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import braze
+from braze.codegen.cpp.accumulate import LANE_CHAIN_MAX
 from braze.codegen.cpp.lanes import CHUNK
 from braze.codegen.cpp.rows import SCRATCH_MAX
 from helpers import check, check_low_precision, compiled_source, kernel_source
@@ -105,12 +106,15 @@ def test_softmax_float16_rows():
 
 @pytest.mark.parametrize("n", CHUNKED_ROW_LENGTHS + [SCRATCH_MAX + 5])
 def test_row_sum_as_exact_as_float32_holds(n):
-    """float32 partials of at most CHUNK elements per lane, folded into double."""
+    """float32 partials of at most CHUNK elements per lane, folded into double; a row whose
+    lanes fold at most LANE_CHAIN_MAX elements each sums in float32 lanes merged as a tree."""
     x = torch.randn(23, n)
     actual, source = compiled_source(lambda x: x.sum(-1), x)
     torch.testing.assert_close(actual, x.double().sum(-1).float())
-    if n >= LANES * CHUNK:
+    if n > LANE_CHAIN_MAX * LANES:
         assert "float a0c_v[" in source and "double a0_v[" in source, source
+    else:
+        assert "double" not in source.split("void kernel0")[1], source
 
 
 @pytest.mark.parametrize("n", CHUNKED_ROW_LENGTHS)

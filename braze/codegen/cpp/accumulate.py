@@ -30,12 +30,15 @@ class Accumulator:
     family: str
     dtype: object  # dtype of the values folded in
     partial: bool = False  # a float32 partial sum of a few blocks (``narrow``)
+    short: bool = False  # each lane folds at most ``LANE_CHAIN_MAX`` elements (``short_chains``)
 
     @property
     def wide(self) -> bool:
         """float32 sums and moments accumulate in double: a long sequential
-        sum then loses no more than eager's cascade summation."""
-        return not self.partial and self.dtype is torch.float32 and self.family in WIDE_FAMILIES
+        sum then loses no more than eager's cascade summation. Not where each lane folds
+        few elements: lanes merged as a tree are as exact, and a short row's double lanes
+        cost more than its elements (a sum over 31 elements: 0.5x Inductor)."""
+        return not (self.partial or self.short) and self.dtype is torch.float32 and self.family in WIDE_FAMILIES
 
     def narrow(self) -> "Accumulator":
         """The float32 partial of a wide sum, folded into it every few blocks: each
@@ -135,9 +138,12 @@ def _extreme(dtype, lowest: bool) -> str:
     return literal(info.min if lowest else info.max, dtype)
 
 
-def accumulator_for(member, name: str) -> Accumulator:
+LANE_CHAIN_MAX = 32  # elements a float32 lane folds in sequence before it needs a double
+
+
+def accumulator_for(member, name: str, short: bool = False) -> Accumulator:
     op = member.reduce_op
-    return Accumulator(name, FAMILY[op], member.value.dtype)
+    return Accumulator(name, FAMILY[op], member.value.dtype, short=short)
 
 
 def result_of(member, acc: Accumulator, at) -> str:

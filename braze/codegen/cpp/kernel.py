@@ -42,7 +42,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 
-from braze.codegen.cpp.accumulate import Accumulator, accumulator_for, result_of
+from braze.codegen.cpp.accumulate import LANE_CHAIN_MAX, Accumulator, accumulator_for, result_of
 from braze.codegen.cpp.calls import block_calls
 from braze.codegen.cpp.colsums import ColumnSums
 from braze.codegen.cpp.columns import emit_column
@@ -241,12 +241,21 @@ class CppKernel:
         """The accumulators of ``members`` (reductions), bound to each in ``accs``: those
         folding the same value in the same way share one (a variance's mean and m2)."""
         unique: dict = {}
+        short = self._short_chains()
         for m in members:
             key = (accumulator_for(m, "").family, id(m.value))
             if key not in unique:
-                unique[key] = accumulator_for(m, self.array_name("a"))
+                unique[key] = accumulator_for(m, self.array_name("a"), short)
             self.accs[m.name] = unique[key]
         return list(unique.values())
+
+    def _short_chains(self) -> bool:
+        """Does each lane of a row kernel fold at most ``LANE_CHAIN_MAX`` elements (one reduce
+        loop, proven short for every size of the class)?"""
+        reduce = self.plan.reduce
+        if self.shape != "row" or len(reduce) != 1:
+            return False
+        return symbols.known(reduce[0].size, "<=", LANE_CHAIN_MAX * self.lanes_for(reduce[0].size)) is True
 
     def _plan_scratch(self, indent: str) -> None:
         """Declare the per-row arrays of the values a later loop of the row needs again
@@ -376,7 +385,8 @@ class CppKernel:
         partials = [] if distribute else self.wide_sums(level)
         foot = self.row_stream.flush if self.row_stream and level == self.row_stream.level else None
         emit_lanes(self, inner, last, lanes, body, partials, head,
-                   "#pragma omp for schedule(static)" if shared else "", "if (tid == 0) " if shared else "", foot)
+                   "#pragma omp for schedule(static)" if shared else "", "if (tid == 0) " if shared else "", foot,
+                   spread_tail=True)
         self.close_loops(len(outer_r), inner)
 
     def _lane_block(self, level: int, lanes: int, last, block_count: bool) -> tuple:
@@ -410,14 +420,21 @@ class CppKernel:
         return [a for a in found.values() if a.wide and a.family == "sum"]
 
     def merge_lanes(self, accs: list[Accumulator], lanes: int, indent: str) -> None:
-        """Fold lanes 1 .. ``lanes - 1`` of each accumulator into lane 0."""
+        """Fold the lanes of each accumulator into lane 0, as a tree: lane ``l + w`` into
+        lane ``l`` for ``w`` = lanes / 2, ..., 1, each level one vector step, where lanes 1 ..
+        15 into lane 0 one by one were a chain of 15 dependent steps (a row of 31 elements
+        spent more on it than on its elements). Every merge keeps eager's numerics: NaN
+        propagates, an arg-reduction's tie goes to the lower index (``combine``)."""
         em = self.emitter
-        if lanes > 1 and accs:
-            em.emit(indent, f"for (int64_t l = 1; l < {lanes}; l++) {{")
-            for acc in accs:
-                em.emit_lines(em.deeper(indent), acc.combine(lambda s, a=acc: f"{a.field(s)}[0]",
-                                                             lambda s, a=acc: f"{a.field(s)}[l]"))
-            em.emit(indent, "}")
+        if lanes <= 1 or not accs:
+            return
+        width = lanes // 2
+        while width >= 1:
+            for lane in range(width):
+                for acc in accs:
+                    em.emit_lines(indent, acc.combine(lambda s, a=acc, k=lane: f"{a.field(s)}[{k}]",
+                                                      lambda s, a=acc, k=lane + width: f"{a.field(s)}[{k}]"))
+            width //= 2
 
     def set_results(self, level: int, at_of: Callable[[Accumulator], Callable[[str], str]]) -> None:
         """Bind the values of the reductions finished at ``level``: ``at_of(acc)`` maps a

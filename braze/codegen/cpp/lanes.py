@@ -37,11 +37,12 @@ CHUNK = 4  # blocks of lanes summed in float32 before a fold into the double acc
 
 def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[str, dict | None], None],
                partials=(), head: Callable[[str], None] | None = None, pragma: str = "",
-               tail_guard: str = "", foot: Callable[[str], None] | None = None) -> None:
+               tail_guard: str = "", foot: Callable[[str], None] | None = None, spread_tail: bool = False) -> None:
     """The loop over ``var``: blocks of ``lanes`` (``head(indent)`` starts each block,
     after ``pragma``; ``foot(indent)`` ends it), then the tail. ``body(indent, narrow)``
     emits one element's statements; ``narrow`` maps id(accumulator) to its float partial
-    in the blocks and is None in the tail. ``partials``: the wide sums to fold through float partials."""
+    in the blocks and is None in the tail. ``partials``: the wide sums to fold through float partials.
+    ``spread_tail``: the tail's elements fold into lanes 0, 1, ... (``_emit_tail``)."""
     em = kernel.emitter
     main = var.size - var.size % lanes
     if symbols.possible(main, ">", 0):  # (for a symbolic size: both loops, either may run none)
@@ -63,10 +64,25 @@ def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[
         em.emit(inner, "}")
         _close_chunks(kernel, indent, inner, partials, narrow, lanes)
     if symbols.possible(main, "<", var.size):
-        em.emit(indent, f"{tail_guard}for (int64_t {var.name} = {main}; {var.name} < {var.size}; "
-                        f"{var.name}++) {{")
-        em.emit(em.deeper(indent), "const int64_t l = 0;")
-        body(em.deeper(indent), None)
+        _emit_tail(kernel, indent, var, main, body, tail_guard, spread_tail)
+
+
+def _emit_tail(kernel: CppKernel, indent: str, var, main, body, tail_guard: str, spread: bool) -> None:
+    """The elements after the last whole block. ``spread``: element ``main + l`` folds into
+    lane ``l`` (fewer than ``lanes`` of them), so the tail has no chain through one lane and
+    vectorizes (a row of 31 elements is half tail)."""
+    em = kernel.emitter
+    inner = indent
+    if spread and tail_guard:
+        em.emit(indent, f"{tail_guard}{{")
+        inner, tail_guard = em.deeper(indent), ""
+    if spread:
+        em.emit(inner, "#pragma omp simd")
+    em.emit(inner, f"{tail_guard}for (int64_t {var.name} = {main}; {var.name} < {var.size}; {var.name}++) {{")
+    em.emit(em.deeper(inner), f"const int64_t l = {var.name} - {main};" if spread else "const int64_t l = 0;")
+    body(em.deeper(inner), None)
+    em.emit(inner, "}")
+    if inner != indent:
         em.emit(indent, "}")
 
 
@@ -175,7 +191,7 @@ class TwoPass:
             target = (narrow or {}).get(id(squares), squares)
             em.emit(ind, f"const {t} d_ = {kept}[{r.name}] - {mean};")
             em.emit_lines(ind, target.update(lambda s: f"{target.field(s)}[l]", "d_ * d_", None))
-        emit_lanes(kernel, indent, r, lanes, body, [squares] if squares.wide else [])
+        emit_lanes(kernel, indent, r, lanes, body, [squares] if squares.wide else [], spread_tail=True)
         kernel.merge_lanes([squares], lanes, indent)
         m2 = f"(({t}){squares.field('v')}[0])"
         for m in members:

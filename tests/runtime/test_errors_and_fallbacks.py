@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import braze
-from helpers import check
+from helpers import Compiled, check
 
 
 def test_strict_error_names_op_shapes_and_dtypes():
@@ -133,3 +133,21 @@ def test_strict_ops_leaves_the_ops_the_user_sends_to_aten():
         torch._dynamo.reset()
         fn = lambda x: x.exp() * 2  # noqa: E731
         torch.testing.assert_close(torch.compile(fn, backend="braze")(x), fn(x))
+
+
+def test_a_crash_of_the_cpp_compiler_is_built_again(tmp_path):
+    """An internal compiler error (GCC 12's SLP vectorizer crashed once, not on the next try
+    of the same file) is retried: the graph still compiles, and the user's program runs."""
+    crashed = tmp_path / "crashed"
+    compiler = tmp_path / "crashing-g++"
+    compiler.write_text(f"""#!/bin/sh
+case " $* " in *" -o "*) if [ ! -e {crashed} ]; then touch {crashed}
+  echo "during GIMPLE pass: slp" >&2; echo "internal compiler error: Segmentation fault" >&2; exit 1; fi;; esac
+exec g++ "$@"
+""")
+    compiler.chmod(0o755)
+    x = torch.randn(1000)
+    with braze.config.patch(cxx=str(compiler), cpu_backend="cpp"), Compiled() as compiled:
+        actual = torch.compile(lambda x: torch.sin(x) * 3 + 1, backend="braze")(x)
+    torch.testing.assert_close(actual, torch.sin(x) * 3 + 1)
+    assert crashed.exists() and compiled.graphs and not compiled.failures

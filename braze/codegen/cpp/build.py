@@ -53,15 +53,31 @@ def _compile(source: str, out: str, key: str) -> None:
     with open(src, "w") as f:
         f.write(source)
     cmd = [config.cxx, *flags(), "-o", out, src, "-lmvec", "-lm"]
-    start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = _run(cmd)
+        if _crashed(proc):  # once, GCC 12's SLP vectorizer: not on the next try of the same file
+            log.warning("braze: the C++ compiler crashed on kernel library %s; building it again", key)
+            proc = _run(cmd)
+        if _crashed(proc):
+            log.warning("braze: the C++ compiler crashed again on %s; building it without vectorizing", key)
+            proc = _run(cmd[:1] + ["-fno-tree-vectorize", "-fno-tree-slp-vectorize"] + cmd[1:])
     finally:
         keep = os.path.join(os.path.dirname(out), key + ".cpp")
         os.replace(src, keep)
-    log.debug("%s: %.2f s, exit %d", shlex.join(cmd), time.perf_counter() - start, proc.returncode)
     if proc.returncode != 0:
         raise CompileError(f"braze: the C++ compiler failed on {keep}:\n{proc.stderr[-4000:]}")
+
+
+def _run(cmd: list) -> subprocess.CompletedProcess:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log.debug("%s: %.2f s, exit %d", shlex.join(cmd), time.perf_counter() - start, proc.returncode)
+    return proc
+
+
+def _crashed(proc: subprocess.CompletedProcess) -> bool:
+    """Did the compiler itself fail (an internal compiler error), not the source?"""
+    return proc.returncode != 0 and "internal compiler error" in proc.stderr
 
 
 def load(path: str) -> ctypes.CDLL:

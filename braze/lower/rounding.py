@@ -38,9 +38,11 @@ def eager_rounded(ctx, value):
     if expr.op is Op.LOAD and isinstance(ctx.graph.producer(expr.arg), (InputNode, ExternNode)):
         return value
     _round_each_op(ctx.graph, expr)
-    if value.dtype not in dtypes.LOW_PRECISION or expr.op is Op.LOAD or \
+    if value.dtype not in dtypes.LOW_PRECISION or \
             expr.op is Op.CAST and expr.arg != "store" and expr.args[0].dtype is torch.float32:
-        return value  # not rounded; or a node's value (rounded above, or stored); or rounded already
+        return value  # not rounded; or rounded already
+    # (a stored node's value too: a reader fused into its kernel takes it unrounded,
+    # ``fuse/kernel.value_of``; amax's backward compared the rounded maximum with the sum)
     return TensorValue(value.dtype, value.sizes, cast(cast(expr, torch.float32), value.dtype))
 
 

@@ -219,3 +219,18 @@ def test_two_layer_norms_in_one_kernel(backend, layout):
         return F.layer_norm(F.layer_norm(a, [2, 33], eps=1e-5), [2, 33], eps=1e-3)
     a = torch.randn(7, 2, 33, dtype=torch.float64)
     check(fn, a if layout == "rows" else a.permute(2, 1, 0).contiguous().permute(2, 1, 0))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_amax_backward_compares_the_rounded_maximum_with_the_rounded_sum(backend, dtype):
+    """``a.sum().amax()``: amax's backward compares its saved maximum with the sum. The sum,
+    stored rounded, reached the comparison fused into its own kernel unrounded: nothing was
+    equal, and the gradient was 0 / 0 everywhere."""
+    def fn(a):
+        return torch.sqrt(a.sum().amax().abs())
+    a = torch.randn(16, 16).to(dtype).t().requires_grad_()
+    b = a.detach().clone().requires_grad_()
+    torch.compile(fn, backend="braze")(a).backward()
+    fn(b).backward()
+    assert not a.grad.isnan().any()
+    torch.testing.assert_close(a.grad, b.grad)

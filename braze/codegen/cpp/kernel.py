@@ -386,7 +386,7 @@ class CppKernel:
         foot = self.row_stream.flush if self.row_stream and level == self.row_stream.level else None
         emit_lanes(self, inner, last, lanes, body, partials, head,
                    "#pragma omp for schedule(static)" if shared else "", "if (tid == 0) " if shared else "", foot,
-                   spread_tail=True)
+                   spread_tail=not outer_r)  # (inside other reduce loops a short tail runs often: as it was)
         self.close_loops(len(outer_r), inner)
 
     def _lane_block(self, level: int, lanes: int, last, block_count: bool) -> tuple:

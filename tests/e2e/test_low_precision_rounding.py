@@ -107,3 +107,18 @@ def test_a_number_added_on_the_cpu_is_rounded_as_eager_rounds_it(backend, dtype)
         actual = torch.compile(fn, backend="braze")(x)
     for a, e in zip(actual, expected):
         assert torch.equal(a, e)
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=str)
+@pytest.mark.parametrize("name", ["sub", "less", "add_then_scale"])
+def test_an_integer_operand_is_rounded_to_the_common_dtype_first(backend, name, dtype):
+    """``int32 - bf16`` converts the int to bf16 before subtracting, in eager: 4099 - bf16(4099)
+    is 0, not 3. The same for a comparison, whose result is bool but whose operands meet in
+    bf16."""
+    fn = {"sub": lambda i, b: i - b, "less": lambda i, b: i < b,
+          "add_then_scale": lambda i, b: (i + b) * 2}[name]
+    i = torch.randint(-5000, 5000, (1000,), dtype=torch.int32)
+    b = i.to(dtype) if name == "sub" else (torch.randn(1000) * 1000).to(dtype)
+    expected = fn(i, b)
+    actual = torch.compile(fn, backend="braze")(i, b)
+    assert torch.equal(actual, expected), f"{(actual != expected).sum().item()} of 1000 differ"

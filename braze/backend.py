@@ -19,7 +19,6 @@ while recording what it built, and gives the ``braze.debug.explain.Report``; ``p
 """
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 import warnings
@@ -42,6 +41,7 @@ from braze.decompositions import table
 from braze.lower import LoweringError, graph_device
 from braze.runtime import trace_cache
 from braze.runtime.guard import guarded
+from braze.ir.traced import copy_graph
 
 aten = torch.ops.aten
 log = logging.getLogger(__name__)
@@ -183,7 +183,10 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, scope: Scope,
         if kind == "backward" and saved.restrided:
             return _FirstCall(gm, kind, options, scope)
         if _has_symbolic_sizes(gm):
-            return _symbolic(gm, kind, options, eager, scope)
+            try:
+                return _symbolic(gm, kind, options, eager, scope)
+            except Exception as exc:  # (setting up the variants, before any compile): run eagerly
+                return _fail(gm, kind, exc)
         _eager_strides(gm, kind, eager)
         call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None, scope=scope)
         compiled = getattr(call, "compiled", None)
@@ -208,7 +211,7 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
     of the graph as traced: the per-shape compiles propagate concrete sizes through it)."""
     if config.cudagraphs:
         warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=3)
-    traced = copy.deepcopy(gm)
+    traced = copy_graph(gm)
 
     def per_shape():
         if not config.specialize_dynamic:

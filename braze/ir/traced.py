@@ -3,7 +3,8 @@
 Takes: values Dynamo traced (``SymInt``s, whose ShapeEnv expressions are sympy) and FX
 tensor metadata. Gives: ``concrete`` (a ``SymInt`` as a ``Size`` or an int), ``sizes_of``,
 ``strides_of`` and ``offset_of`` of a traced tensor, and ``from_sympy``, the translation of a
-ShapeEnv expression into ``ir/symbols``' polynomials.
+ShapeEnv expression into ``ir/symbols``' polynomials. And ``copy_graph``, a copy of a traced
+FX graph to compile from.
 """
 from __future__ import annotations
 
@@ -61,3 +62,22 @@ def concrete(value):
         node = value.node
         return int(node.expr) if node.expr.is_number else from_sympy(node.expr)
     return value
+
+
+def copy_graph(gm):
+    """A copy of ``gm`` that compiling may annotate: its own graph, nodes and ``meta`` dicts,
+    sharing the module's parameters and the values in the metadata (traced fake tensors,
+    which braze reads and never changes). ``copy.deepcopy`` copied every fake tensor too, and
+    failed on some: a whole GPT-2 with ``dynamic=True`` raised "Attempted to set the storage of
+    a tensor on device meta to a storage on different device cpu"."""
+    import copy
+
+    import torch.fx
+    graph = torch.fx.Graph(owning_module=None, tracer_cls=gm.graph._tracer_cls)
+    graph._codegen = copy.deepcopy(gm.graph._codegen)
+    copied: dict = {}
+    for node in gm.graph.nodes:
+        copied[node] = graph.node_copy(node, lambda n: copied[n])
+    new = torch.fx.GraphModule(gm, graph, class_name=type(gm).__name__)
+    new.meta = dict(getattr(gm, "meta", {}))
+    return new

@@ -7,13 +7,13 @@ compiles it with static shapes.
 """
 from __future__ import annotations
 
-import copy
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from braze import config
+from braze.ir.traced import copy_graph
 
 
 class Specializing:
@@ -31,7 +31,7 @@ class Specializing:
         return fn(args)
 
     def _compile(self, args):
-        gm = copy.deepcopy(self.gm)
+        gm = copy_graph(self.gm)
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fakes = [mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a for a in args]
             FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fakes)

@@ -19,7 +19,6 @@ compiled runs for every call, its guards unchecked.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import traceback
@@ -28,6 +27,7 @@ import torch
 
 from braze import config
 from braze.ir import symbols, traced
+from braze.ir.traced import copy_graph
 from braze.runtime import variant_cache
 
 
@@ -108,7 +108,7 @@ class Symbolic:
         try:
             with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
                 strides = _strides(self.tensors)
-                call = self.compile_fn(copy.deepcopy(self.gm), self.kind)  # (passes annotate the graph)
+                call = self.compile_fn(copy_graph(self.gm), self.kind)  # (passes annotate the graph)
         except Exception as exc:  # any failure: compile per shape instead
             self.fallback_trace = traceback.format_exc()
             self._give_up(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")

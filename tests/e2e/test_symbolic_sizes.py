@@ -169,3 +169,20 @@ def test_channels_last_copies(backend):
         out = g(x)
         torch.testing.assert_close(out, f(x))
         assert out.stride() == f(x).stride()
+
+
+def test_a_tiny_gpt2_over_batch_sizes_and_lengths(backend):
+    """A whole model (transformers' GPT-2, 2 layers, random weights) at three batch sizes and
+    sequence lengths: one symbolic graph serves them, each call as eager computes it."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=1000, n_positions=64)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    g = torch.compile(model, backend="braze", dynamic=True)
+    with Compiled() as compiled, torch.no_grad():
+        for batch, length in ((2, 8), (3, 13), (2, 21)):
+            ids = torch.randint(0, config.vocab_size, (batch, length))
+            torch.testing.assert_close(g(ids).logits, model(ids).logits)
+    assert compiled.graphs and not compiled.failures
+    assert len(compiled.graphs) == len(variants(compiled)) <= (1 if backend == "cpp" else 2), \
+        [str(v.sizes) for v in variants(compiled)]

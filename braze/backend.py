@@ -37,11 +37,11 @@ from braze.codegen import target_for
 from braze.compiler import CompiledGraph, Scope, compile_graph, load_cached, load_entry
 from braze.debug.explain import Report
 from braze.errors import BrazeError
+from braze.ir.traced import copy_graph
 from braze.decompositions import table
 from braze.lower import LoweringError, graph_device
 from braze.runtime import trace_cache
 from braze.runtime.guard import guarded
-from braze.ir.traced import copy_graph
 
 aten = torch.ops.aten
 log = logging.getLogger(__name__)

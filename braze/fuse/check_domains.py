@@ -1,7 +1,7 @@
 """Run-time checks inside a ``cat``'s, ``pad``'s or a scatter's operand, or a pooling window:
 checked only in the elements eager computes.
 
-Takes: a compute node's body after inlining. Gives: ``checks_in_domain(body)``, the body
+Takes: a stored compute node's body after inlining (the bodies inlined into it included). Gives: ``checks_in_domain(body)``, the body
 with each run-time check (``Op.CHECK``) that lies inside a domain branch of a ``where``
 (``where(..., domain=...)``, ``ir/expr.py``) checking its value only in the lanes that take
 that branch: ``check(where(taken, value, safe))``, ``safe`` being 0 for an index and 1 for
@@ -47,10 +47,8 @@ def _lanes_taken(body: Expr, nodes: list) -> dict:
     """id of each node -> the condition under which eager computes it (a bool Expr), or None
     where that is every lane. Parents first: a node's lanes are the union over its uses."""
     lanes: dict = {id(body): _EVERYWHERE}
-    for node in reversed(nodes):
-        mine = lanes.get(id(node))
-        if mine is None:  # not reached (cannot happen from the root; kept safe)
-            continue
+    for node in reversed(nodes):  # (every node is reached from the root before its children)
+        mine = lanes[id(node)]
         for k, arg in enumerate(node.args):
             cond = _branch_condition(node, k)
             theirs = mine if cond is None else cond if mine is _EVERYWHERE else binary(Op.AND, mine, cond)

@@ -80,7 +80,6 @@ def inline(graph: Graph) -> list[Decision]:
             node.origins = _merged_origins(node, bodies, graph)
             node.sources = _merged_sources(node, bodies, graph)
             node.body = _substitute_inlined(node.body, bodies, graph)
-            node.body = checks_in_domain(node.body)
             stored, reason = _decide(node, sites[node.name], graph, node.name in gathered_slowly,
                                      node.name in compared)
             decisions.append(Decision(node.name, stored, reason))
@@ -90,6 +89,8 @@ def inline(graph: Graph) -> list[Decision]:
                 continue
             if node.layout is None:
                 node.layout = node.preferred or Layout.contiguous(node.sizes)
+            if graph.checks:  # (a body inlined into its readers is guarded there)
+                node.body = checks_in_domain(node.body)
         kept.append(node)
     graph.nodes = kept
     graph.by_name = {}

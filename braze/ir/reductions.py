@@ -15,7 +15,8 @@ Takes: a ``ReduceOp`` (``braze.ir.graph``). Gives:
 - ``INDEX_RESULTS``: the ops whose result is an index (int64, never rounded to the dtype of
   the values).
 - ``WIDE_FAMILIES``: the families whose float32 accumulators are kept in float64 where a
-  lane folds a long sequence of elements.
+  lane folds a long sequence of elements: more than ``LANE_CHAIN_MAX``. A lane that folds
+  fewer, its lanes merged as a tree, is as exact in float32 as eager's reductions.
 """
 from __future__ import annotations
 
@@ -32,3 +33,4 @@ RESULT_FIELD: dict[ReduceOp, str] = {
 }
 INDEX_RESULTS = frozenset({ReduceOp.ARGMAX, ReduceOp.ARGMIN})
 WIDE_FAMILIES = ("sum", "welford")
+LANE_CHAIN_MAX = 32  # elements a float32 lane folds in sequence before it needs float64

@@ -15,6 +15,7 @@ variables' extents: ``(x0*64 + x1) // 64 -> x0`` when ``x1 < 64``, and
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -262,16 +263,10 @@ def clamp(a, lo: int, hi: int) -> Expr:
 def compare(op: Op, a, b) -> Expr:
     a, b = as_index(a), as_index(b)
     lo, hi = bounds(sub(a, b))
-    zero = _sure(lo, ">=") and _sure(hi, "<=")
-    nonzero = _sure(lo, ">") or _sure(hi, "<")
-    known = {
-        Op.LT: (_sure(hi, "<"), _sure(lo, ">=")), Op.LE: (_sure(hi, "<="), _sure(lo, ">")),
-        Op.GT: (_sure(lo, ">"), _sure(hi, "<=")), Op.GE: (_sure(lo, ">="), _sure(hi, "<")),
-        Op.EQ: (zero, nonzero), Op.NE: (nonzero, zero),
-    }[op]
-    if known[0]:
+    holds, fails = _FOLDS[op]
+    if holds(lo, hi):
         return Expr(Op.CONST, torch.bool, (), True)
-    if known[1]:
+    if fails(lo, hi):
         return Expr(Op.CONST, torch.bool, (), False)
     return Expr(op, torch.bool, (a, b))
 
@@ -282,7 +277,28 @@ def _sure(bound, op: str) -> bool:
     compiled would add a guard, and a size class per outcome (``(s0 + 1) % 8 != 0``: eight)."""
     if isinstance(bound, symbols.Size):
         return symbols.known(bound, op, 0) is True
-    return {"<": bound < 0, "<=": bound <= 0, ">": bound > 0, ">=": bound >= 0}[op]
+    return _COMPARE[op](bound, 0)
+
+
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _zero(lo, hi) -> bool:
+    return _sure(lo, ">=") and _sure(hi, "<=")
+
+
+def _nonzero(lo, hi) -> bool:
+    return _sure(lo, ">") or _sure(hi, "<")
+
+
+# op -> (does ``a - b`` in [lo, hi] prove ``a op b``, does it disprove it); only the one asked is evaluated
+_FOLDS = {
+    Op.LT: (lambda lo, hi: _sure(hi, "<"), lambda lo, hi: _sure(lo, ">=")),
+    Op.LE: (lambda lo, hi: _sure(hi, "<="), lambda lo, hi: _sure(lo, ">")),
+    Op.GT: (lambda lo, hi: _sure(lo, ">"), lambda lo, hi: _sure(hi, "<=")),
+    Op.GE: (lambda lo, hi: _sure(lo, ">="), lambda lo, hi: _sure(hi, "<")),
+    Op.EQ: (_zero, _nonzero), Op.NE: (_nonzero, _zero),
+}
 
 
 def where(cond: Expr, a, b) -> Expr:

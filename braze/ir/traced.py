@@ -8,7 +8,10 @@ FX graph to compile from.
 """
 from __future__ import annotations
 
+import copy
 import math
+
+import torch.fx
 
 from braze.ir.symbols import floordiv, modulo, symbol
 
@@ -70,9 +73,6 @@ def copy_graph(gm):
     which braze reads and never changes). ``copy.deepcopy`` copied every fake tensor too, and
     failed on some: a whole GPT-2 with ``dynamic=True`` raised "Attempted to set the storage of
     a tensor on device meta to a storage on different device cpu"."""
-    import copy
-
-    import torch.fx
     graph = torch.fx.Graph(owning_module=None, tracer_cls=gm.graph._tracer_cls)
     graph._codegen = copy.deepcopy(gm.graph._codegen)
     copied: dict = {}

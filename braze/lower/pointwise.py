@@ -89,18 +89,22 @@ def pointwise(ctx, fn, *args, kind=Kind.DEFAULT, compute=None, sizes=None) -> Te
     for dt in (compute, result):
         if not dtypes.is_supported(dt):
             raise Unsupported(f"dtype {dt}")
-    common = promote(Kind.DEFAULT, *args)[1]
-    body = fn(*[as_expr(_in_common_dtype(a, common), sizes, compute) for a in args])
+    body = fn(*[as_expr(a, sizes, compute) for a in _in_common_dtype(args)])
     return finish(ctx, body, result, sizes)
 
 
-def _in_common_dtype(value, common):
-    """An integer or bool tensor operand of a bf16/fp16 op, as eager converts it: to the
+def _in_common_dtype(args) -> list:
+    """The integer and bool tensor operands of a bf16/fp16 op as eager converts them: to the
     operands' common dtype first (``int32 - bf16`` subtracts the int rounded to bf16), then to
     the compute dtype. Fuzzer seed 305, program 2625: 4099 - bf16(4099) was 3, eager's 0."""
-    if common not in dtypes.LOW_PRECISION or not isinstance(value, TensorValue) or dtypes.is_float(value.dtype):
-        return value
-    return TensorValue(common, value.sizes, cast(value.expr, common))
+    def exact(a):
+        return not isinstance(a, TensorValue) or dtypes.is_float(a.dtype)
+    if all(exact(a) for a in args):
+        return list(args)
+    common = promote(Kind.DEFAULT, *args)[1]
+    if common not in dtypes.LOW_PRECISION:
+        return list(args)
+    return [a if exact(a) else TensorValue(common, a.sizes, cast(a.expr, common)) for a in args]
 
 
 def finish(ctx, body: Expr, result, sizes) -> TensorValue:
@@ -159,9 +163,12 @@ def _rsqrt_on(ctx):
     """Eager's rsqrt on the current node's device: CUDA's ``rsqrt`` function on CUDA (its
     kernels call it for ``rsqrt``, ``pow(x, -0.5)`` and LayerNorm's ``rstd``), ``1 / sqrt(x)``
     on the CPU."""
-    out = ctx.out
-    on_cuda = isinstance(out, torch.Tensor) and out.device.type == "cuda"
-    return cuda_rsqrt if on_cuda else (lambda v: unary(Op.RSQRT, v))
+    return cuda_rsqrt if _on_cuda(ctx) else (lambda v: unary(Op.RSQRT, v))
+
+
+def _on_cuda(ctx) -> bool:
+    """Does the current node compute on a CUDA device (whose kernels eager's numerics follow)?"""
+    return isinstance(ctx.out, torch.Tensor) and ctx.out.device.type == "cuda"
 
 
 def _rounding_rule(op: Op):
@@ -195,8 +202,7 @@ def _round_decimals(ctx, x, decimals=0):
     scale = float(10 ** abs(decimals))
     if decimals < 0:
         return pointwise(ctx, lambda v: mul(unary(Op.ROUND, div(v, c(scale, v))), c(scale, v)), x)
-    out = ctx.out
-    in_dtype = isinstance(out, torch.Tensor) and out.device.type == "cuda" and x.dtype in dtypes.LOW_PRECISION
+    in_dtype = _on_cuda(ctx) and x.dtype in dtypes.LOW_PRECISION
 
     def product(v):
         p = mul(v, c(scale, v))

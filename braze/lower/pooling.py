@@ -212,9 +212,9 @@ def _gradient_sum(grad_output: TensorValue, indices: TensorValue, in_sizes, kern
         for ow, col_ok in cols:
             at = [*batch, oh, ow]
             ok = _and(row_ok, col_ok)  # a window that exists: eager reads nothing else
-            index = where(ok, indices.at(at), const(-1, indices.dtype), domain="then")
+            index = where(ok, indices.at(at), const(-1, indices.dtype), domain="then")  # -1: no target
             grad = where(ok, cast(grad_output.at(at), acc), const(0, acc), domain="then")
-            total = where(_and(ok, binary(Op.EQ, index, target)), binary(Op.ADD, total, grad), total)
+            total = where(binary(Op.EQ, index, target), binary(Op.ADD, total, grad), total)
     return total
 
 

@@ -7,7 +7,6 @@ compiles it with static shapes.
 """
 from __future__ import annotations
 
-
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp

@@ -27,7 +27,6 @@ import torch
 
 from braze import config
 from braze.ir import symbols, traced
-from braze.ir.traced import copy_graph
 from braze.runtime import variant_cache
 
 
@@ -108,7 +107,7 @@ class Symbolic:
         try:
             with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
                 strides = _strides(self.tensors)
-                call = self.compile_fn(copy_graph(self.gm), self.kind)  # (passes annotate the graph)
+                call = self.compile_fn(traced.copy_graph(self.gm), self.kind)  # (passes annotate the graph)
         except Exception as exc:  # any failure: compile per shape instead
             self.fallback_trace = traceback.format_exc()
             self._give_up(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
@@ -116,11 +115,11 @@ class Symbolic:
         check = _checker(list(self.bindings), list(context.guards), strides, self.ranges)
         compiled = getattr(call, "compiled", None)
         if compiled is not None:
-            traced = [str(g.expr) for g in self.shape_env.guards[before:]] if self.shape_env is not None else []
+            dynamo_guards = [str(g.expr) for g in self.shape_env.guards[before:]] if self.shape_env is not None else []
             compiled.sizes = SizeClass(dict(context.bindings), dict(context.guards),
                                        [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized],
-                                       traced)
-            if self.cache_key and compiled.entry is not None and not traced:
+                                       dynamo_guards)
+            if self.cache_key and compiled.entry is not None and not dynamo_guards:
                 variant_cache.add(self.cache_key, list(context.guards), strides, compiled.sizes, compiled.entry)
             compiled.entry = None
         return Variant(check, call)

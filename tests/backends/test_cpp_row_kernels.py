@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 
 import braze
-from braze.codegen.cpp.accumulate import LANE_CHAIN_MAX
 from braze.codegen.cpp.lanes import CHUNK
 from braze.codegen.cpp.rows import SCRATCH_MAX
+from braze.ir.reductions import LANE_CHAIN_MAX
 from helpers import check, check_low_precision, compiled_source, kernel_source
 
 LANES = braze.config.cpp_lanes

@@ -29,8 +29,9 @@ class Accumulator:
     name: str
     family: str
     dtype: object  # dtype of the values folded in
-    partial: bool = False  # a float32 partial sum of a few blocks (``narrow``)
-    short: bool = False  # each lane folds at most ``LANE_CHAIN_MAX`` elements (``short_chains``)
+    # each lane folds few elements in sequence (at most ``LANE_CHAIN_MAX``: a short row's, or
+    # a float32 partial of a few blocks, ``narrow``): float32 is as exact as double there
+    short: bool = False
 
     @property
     def wide(self) -> bool:
@@ -38,12 +39,12 @@ class Accumulator:
         sum then loses no more than eager's cascade summation. Not where each lane folds
         few elements: lanes merged as a tree are as exact, and a short row's double lanes
         cost more than its elements (a sum over 31 elements: 0.5x Inductor)."""
-        return not (self.partial or self.short) and self.dtype is torch.float32 and self.family in WIDE_FAMILIES
+        return not self.short and self.dtype is torch.float32 and self.family in WIDE_FAMILIES
 
     def narrow(self) -> "Accumulator":
         """The float32 partial of a wide sum, folded into it every few blocks: each
         element costs one float add instead of a conversion and a double add."""
-        return Accumulator(self.name + "c", self.family, self.dtype, partial=True)
+        return Accumulator(self.name + "c", self.family, self.dtype, short=True)
 
     def fold(self, partial: "Accumulator", lane: str) -> str:
         """The statement adding lane ``lane`` of ``partial`` into this accumulator."""
@@ -136,9 +137,6 @@ def _extreme(dtype, lowest: bool) -> str:
         return "(-INFINITY)" if lowest else "INFINITY"
     info = torch.iinfo(dtype)
     return literal(info.min if lowest else info.max, dtype)
-
-
-LANE_CHAIN_MAX = 32  # elements a float32 lane folds in sequence before it needs a double
 
 
 def accumulator_for(member, name: str, short: bool = False) -> Accumulator:

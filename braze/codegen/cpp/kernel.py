@@ -42,7 +42,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 
-from braze.codegen.cpp.accumulate import LANE_CHAIN_MAX, Accumulator, accumulator_for, result_of
+from braze.codegen.cpp.accumulate import Accumulator, accumulator_for, result_of
 from braze.codegen.cpp.calls import block_calls
 from braze.codegen.cpp.colsums import ColumnSums
 from braze.codegen.cpp.columns import emit_column
@@ -62,6 +62,7 @@ from braze.fuse.legality import COLUMN, reads_columns
 from braze import config
 from braze.ir import symbols
 from braze.ir.expr import Expr, Op, free_vars, walk
+from braze.ir.reductions import LANE_CHAIN_MAX
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13

@@ -39,9 +39,10 @@ from braze.codegen.triton.helpers import is_helper
 from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import finish_level
-from braze.codegen.triton.shapes import LANE_CHAIN_MAX, LOOP_RBLOCK, Shape
+from braze.codegen.triton.shapes import LOOP_RBLOCK, Shape
 from braze.fuse.kernel import KernelPlan, Member
 from braze.ir import symbols
+from braze.ir.reductions import LANE_CHAIN_MAX
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
 # then folds more than LANE_CHAIN_MAX (32) elements in sequence (64 if autotuning halves

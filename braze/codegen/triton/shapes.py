@@ -28,6 +28,11 @@ Shapes:
 - ``split``: few outer elements and long rows (a full sum): ``RSPLIT``
   programs per outer block each reduce one chunk into a workspace, a second
   kernel merges the partials in order (deterministic) and runs the epilogue.
+
+With symbolic sizes, a block that must hold a whole row (``row``: ``RBLOCK >= rnumel``)
+guards its power-of-two class. Every other block size is one any size runs correctly with
+(the kernel masks or loops): it is chosen from the compiling call's sizes, unguarded
+(``symbols.hint``), so that it does not split the graph into a size class per choice.
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ import torch
 from braze.codegen.triton.policy import few_programs
 from braze.fuse.legality import INNER, REDUCTION, reads_columns
 from braze.ir import simplify as S
+from braze.ir.reductions import LANE_CHAIN_MAX
 from braze.ir import symbols
 from braze.ir.expr import Op, free_vars, walk
 from braze.ir.graph import ReduceOp
@@ -63,11 +69,10 @@ LOOP_WARP_ELEMENTS = 128
 COLUMN_SPLIT_TILE = 2048  # elements of a split column reduction's [RBLOCK, XBLOCK] tile
 SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill of programs
 # (more were no faster and slowed other splits: ``python -m benchmarks.split_fills``)
-# A reduction lane that folds more elements than this in sequence keeps float32 sums and
-# moments in float64 (``kernel._long_lanes``). A split reduction takes enough splits (up to
-# 1024) that its lanes stay below it: float64 Welford, with a division per element, runs far
-# below the memory's rate (ResNet-50's BatchNorm statistics; docs/benchmarks.md, "Reductions by layout").
-LANE_CHAIN_MAX = 32
+# A split reduction takes enough splits (up to 1024) that its lanes fold at most
+# ``LANE_CHAIN_MAX`` elements each, past which float32 sums and moments are kept in float64
+# (``kernel._long_lanes``): float64 Welford, with a division per element, runs far below the
+# memory's rate (ResNet-50's BatchNorm statistics; docs/benchmarks.md, "Reductions by layout").
 WIDE = 2 ** 31 - 2 ** 17  # element counts from which index math is int64
 # A scan folds a row of up to SCAN_ROW_MAX elements as one chunk (no running value), a longer one in
 # chunks of SCAN_RBLOCK_MAX. One chunk carries no running value and no reduction of each chunk's
@@ -146,13 +151,6 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _hint(n) -> int:
-    """A size's value in the call being compiled, unguarded: for a block size that any size
-    runs correctly with (the kernel masks or loops), where a guard would split the graph into
-    a size class per choice. Only a block that must hold a whole row guards its class."""
-    return symbols.hint(n)
-
-
 def choose(plan, device: DeviceInfo) -> Shape:
     if plan.scan is not None:
         shape = _scan(plan, device)
@@ -191,7 +189,7 @@ def _blocks_1d(name: str, sizes: list, device: DeviceInfo) -> Shape:
     """1-D blocks over loops of ``sizes`` elements: the pointwise block, no larger than the
     largest loop needs, halved (down to 128) while all loops together give fewer blocks
     than the device's fill."""
-    hinted = [_hint(n) for n in sizes]
+    hinted = [symbols.hint(n) for n in sizes]
     block = next_pow2(max(hinted), device.pointwise_block)
     while block > 128 and sum(cdiv(n, block) for n in hinted) < device.min_programs:
         block //= 2
@@ -227,7 +225,7 @@ def _accesses(plan) -> list:
 def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
     ynumel = math.prod(v.size for v in plan.outer[:split])
     xnumel = math.prod(v.size for v in plan.outer[split:])
-    ys, xs = _hint(ynumel), _hint(xnumel)
+    ys, xs = symbols.hint(ynumel), symbols.hint(xnumel)
     yblock, xblock = next_pow2(ys, device.tile), next_pow2(xs, device.tile)
     while yblock * xblock > 256 and cdiv(ys, yblock) * cdiv(xs, xblock) < device.min_programs:
         if yblock >= xblock:
@@ -262,9 +260,9 @@ def _reduction(plan, device: DeviceInfo) -> Shape:
         return _column(xnumel, rnumel, device, _half_width(plan))
     if next_pow2(rnumel) <= persistent_max(plan):
         return _row(xnumel, rnumel, device)
-    xblock = next_pow2(_hint(xnumel), device.loop_rows)
-    rblock = LOOP_RBLOCK if _hint(rnumel) >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2
-    rblock = max(rblock, next_pow2(_hint(rnumel), device.block_elements // xblock))
+    xblock = next_pow2(symbols.hint(xnumel), device.loop_rows)
+    rblock = LOOP_RBLOCK if symbols.hint(rnumel) >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2
+    rblock = max(rblock, next_pow2(symbols.hint(rnumel), device.block_elements // xblock))
     return Shape("row_loop", {"XBLOCK": xblock, "RBLOCK": rblock}, loop_warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1))
 
@@ -307,7 +305,7 @@ def loop_warps(elements: int) -> int:
 
 def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
     rblock = next_pow2(rnumel)  # the whole row in one block: its size class is guarded
-    rows = _hint(xnumel)
+    rows = symbols.hint(xnumel)
     xblock = next_pow2(rows, max(1, device.block_elements // rblock))
     while xblock > 1 and cdiv(rows, xblock) < device.min_programs:
         xblock //= 2
@@ -321,12 +319,12 @@ def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = Fal
     the elements and keeps ``device.tile`` columns, so a program has as many bytes in
     flight as a float32 one (``python -m benchmarks.column_sums``; docs/benchmarks.md,
     "Reductions by layout")."""
-    columns = _hint(xnumel)
+    columns = symbols.hint(xnumel)
     xblock = next_pow2(columns, device.tile)
     while not half_width and xblock > 16 and cdiv(columns, xblock) < device.min_programs:
         xblock //= 2
     elements = device.block_elements * (4 if half_width else 1)
-    rblock = next_pow2(_hint(rnumel), max(1, elements // xblock))
+    rblock = next_pow2(symbols.hint(rnumel), max(1, elements // xblock))
     return Shape("column", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1), orientation="column")
 

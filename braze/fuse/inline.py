@@ -153,7 +153,9 @@ def _read_by_few_long_rows(graph: Graph) -> set:
 
 def _compared(graph: Graph) -> set:
     """Float buffers whose value reaches an operand of an equality comparison (``amax``'s
-    backward: ``input == result``), directly or through the nodes computed from them."""
+    backward: ``input == result``), directly or through the pointwise nodes computed from
+    them. A reduction's result is one stored value whatever its input's recomputation does,
+    so its input is not followed (logsumexp's ``isinf(amax)`` leaves its input inlined)."""
     found: set = set()
     for node in reversed(graph.nodes):
         if not isinstance(node, ComputeNode):
@@ -161,7 +163,7 @@ def _compared(graph: Graph) -> set:
         for e in walk(node.body):
             if e.op in (Op.EQ, Op.NE):
                 found.update(x.arg for operand in e.args for x in walk(operand) if x.op is Op.LOAD)
-        if node.name in found:
+        if node.name in found and not node.is_reduction:
             found.update(node.reads())
     return {name for name in found if isinstance(graph.producer(name), ComputeNode)
             and graph.producer(name).dtype.is_floating_point}

@@ -336,3 +336,53 @@ def test_int64_indexing_where_sizes_need_it(monkeypatch):
 def test_int32_indexing_by_default():
     _, report = shapes_of(lambda x: x + 1, torch.randn(40, 50))
     assert "tl.int64" not in report.graphs[0].source
+
+
+@pytest.fixture
+def h100_blocks():
+    """Blocks chosen as for an H100 (the interpreter's own are larger: its cost is per
+    program), programs still not shrunk to fill the device; restored after the test."""
+    info, h100 = triton_shapes.INTERPRETER, triton_shapes.gpu_info("H100", 132)
+    fields = ("block_elements", "pointwise_block", "loop_rows", "tile", "splits")
+    saved = {f: getattr(info, f) for f in fields}
+    for f in fields:
+        object.__setattr__(info, f, getattr(h100, f))
+    yield
+    for f, value in saved.items():
+        object.__setattr__(info, f, value)
+
+
+def _launch(report) -> str:
+    return report.graphs[0].source.split("# ---- launchers")[1]
+
+
+@pytest.mark.parametrize("dtype, tile, warps", [
+    (torch.float32, 2048, 8), (torch.bfloat16, 4096, 8), (torch.bool, 8192, 16)])
+def test_split_steps_load_the_same_bytes_whatever_the_dtype(dtype, tile, warps, h100_blocks):
+    """A row split's step loads 8 KB: 2048 float32, 4096 bf16, 8192 bool elements, at most 16
+    a thread (1024 elements a step, 4 KB of float32, left whole-tensor sums far from the
+    memory's rate)."""
+    x = torch.randn(3, 40000) > 0 if dtype is torch.bool else torch.randn(3, 40000).to(dtype)
+    fn = (lambda x: x.any()) if dtype is torch.bool else (lambda x: x.sum())  # noqa: E731
+    report = assert_shape(["split"], fn, x, rtol=1e-2, atol=1e-2)
+    assert f"RBLOCK={tile}," in _launch(report) and f"num_warps={warps})" in _launch(report)
+
+
+def test_column_over_few_rows_takes_wide_blocks_without_a_loop(h100_blocks):
+    """A reduction over 4 rows of columns takes 512 columns a program (not 64: a block 8
+    times smaller than the device's), held whole: no loop, a variance from two sums, not
+    Welford steps. int64 counts keep 64 columns (slower wide on an H200)."""
+    x = torch.randn(4, 3000)
+    report = assert_shape(["column"], lambda x: (x.sum(0) * 2).abs().sqrt(), x)
+    assert "XBLOCK=512, RBLOCK=4" in _launch(report) and "for roffset" not in report.graphs[0].source
+    report = assert_shape(["column"], lambda x: torch.var_mean(x, 0), torch.randn(9, 3000) * 3 + 100,
+                          rtol=1e-4, atol=1e-4)
+    assert "welford" not in report.graphs[0].source
+    report = assert_shape(["column"], lambda x: (x > 0).sum(0), x)
+    assert "XBLOCK=64, RBLOCK=4" in _launch(report)
+
+
+def test_column_over_few_rows_argmax_ties_and_nan(h100_blocks):
+    x = torch.randint(0, 3, (5, 700)).float()
+    x[2, 7] = x[4, 9] = float("nan")
+    assert_shape(["column"], lambda x: (x.argmax(0), x.argmin(0), x.amax(0)), x)

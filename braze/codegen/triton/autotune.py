@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import replace
 
-from braze.codegen.triton.shapes import Shape, _warps, cdiv, loop_warps, next_pow2, row_warps
+from braze.codegen.triton.shapes import Shape, _warps, cdiv, holds_whole_rows, loop_warps, next_pow2, row_warps
 from braze.runtime import cache
 
 MAX_CANDIDATES = 4
@@ -68,6 +68,8 @@ def candidates(plan, shape: Shape) -> list:
                    if x >= 1 and x * b["RBLOCK"] <= 8192 and x <= next_pow2(plan.outer_numel())]
     elif shape.name == "row_loop":
         options = [{"RBLOCK": r} for r in (1024, 2048, 4096) if r != b["RBLOCK"]]
+    elif shape.name == "column" and holds_whole_rows(plan, shape):  # its text has no loop: RBLOCK stays
+        options = [{"XBLOCK": x} for x in (b["XBLOCK"] // 2, b["XBLOCK"] * 2) if x >= 16]
     elif shape.name == "column":
         options = [{"XBLOCK": x, "RBLOCK": r} for x, r in ((32, 64), (64, 32), (128, 16))]
     else:

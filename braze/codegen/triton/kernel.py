@@ -39,7 +39,7 @@ from braze.codegen.triton.helpers import is_helper
 from braze.codegen.triton.online import OnlineSum
 from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import finish_level
-from braze.codegen.triton.shapes import LOOP_RBLOCK, Shape
+from braze.codegen.triton.shapes import LOOP_RBLOCK, Shape, holds_whole_rows
 from braze.fuse.kernel import KernelPlan, Member
 from braze.ir import symbols
 from braze.ir.reductions import LANE_CHAIN_MAX
@@ -268,7 +268,8 @@ class TritonKernel:
         whose length is a power of two is exactly ``RBLOCK`` long (``shapes._row``; tuning
         changes only ``XBLOCK``): it needs no ``rmask``."""
         rnumel = self.plan.reduce_numel()
-        self.unmasked = {"r"} if not symbols.is_symbolic(rnumel) and rnumel & (rnumel - 1) == 0 else set()
+        exact = not symbols.is_symbolic(rnumel) and rnumel == self.shape.blocks["RBLOCK"]
+        self.unmasked = {"r"} if exact else set()
         self._reduction_head(name, ["XBLOCK", "RBLOCK"])
         self._r_index("", "    ")
         printer = self._printer("    ")
@@ -323,8 +324,15 @@ class TritonKernel:
         self._end()
 
     def emit_column(self, name: str) -> None:
-        """The loop of ``row_loop`` over ``[RBLOCK, XBLOCK]`` tiles, reduced along axis 0."""
-        self.emit_row_loop(name)
+        """The loop of ``row_loop`` over ``[RBLOCK, XBLOCK]`` tiles, reduced along axis 0;
+        a tile that holds the whole reduced extent (``holds_whole_rows``: a statistic over
+        a few rows per column) is reduced as a row kernel's registers are, with no loop (a
+        variance from two sums instead of a Welford step per element and a combine with a
+        division per pair)."""
+        if holds_whole_rows(self.plan, self.shape):
+            self.emit_row(name)
+        else:
+            self.emit_row_loop(name)
 
     def _levels_looped(self, loop: str, outer_stores: bool = True, final: bool = True,
                        offset: str = "roffset + ") -> list:

@@ -67,6 +67,14 @@ LOOP_RBLOCK = 2048  # chunk of a reduction loop
 # sum of exponentials) ran measurably slower (docs/benchmarks.md, "Reductions by layout").
 LOOP_WARP_ELEMENTS = 128
 COLUMN_SPLIT_TILE = 2048  # elements of a split column reduction's [RBLOCK, XBLOCK] tile
+COLUMN_BLOCK_MAX = 1024  # the most columns a column reduction's block takes (few rows)
+# A row split's step loads SPLIT_STEP_BYTES (at least SPLIT_WELFORD_TILE elements, at most
+# SPLIT_TILE_MAX): 1024 elements a step (4 KB of float32, 1 KB of bool) left whole-tensor sums
+# at 50-65 % of the copy's rate on the H100 (docs/benchmarks.md, "Reduction sweep").
+SPLIT_STEP_BYTES = 8192
+SPLIT_TILE_MAX = 8192
+SPLIT_WELFORD_TILE = 1024  # Welford's three accumulators an element: larger tiles were slower
+SPLIT_THREAD_ELEMENTS = 16  # a split's tile takes 8 warps, more where a thread would hold more elements
 SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill of programs
 # (more were no faster and slowed other splits: ``python -m benchmarks.split_fills``)
 # A split reduction takes enough splits (up to 1024) that its lanes fold at most
@@ -243,7 +251,7 @@ def _scan(plan, device: DeviceInfo) -> Shape:
     for a scan down columns."""
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     if plan.outer and _columnar(plan):
-        return replace(_column(xnumel, rnumel, device), name="scan")
+        return replace(_column(xnumel, rnumel, device, widen=False), name="scan")
     row = _row(xnumel, rnumel if rnumel <= SCAN_ROW_MAX else SCAN_RBLOCK_MAX, device)
     elements = row.blocks["XBLOCK"] * row.blocks["RBLOCK"]  # a scan keeps 8 per thread (faster than 32)
     return replace(row, name="scan", num_warps=_warps(elements, 256, ROW_WARPS_MAX))
@@ -257,7 +265,7 @@ def _reduction(plan, device: DeviceInfo) -> Shape:
     if _splittable(plan) and few_programs(xnumel, rnumel, orientation == "column", device.fill):
         return _split(plan, orientation, device)
     if orientation == "column":
-        return _column(xnumel, rnumel, device, _half_width(plan))
+        return _column(xnumel, rnumel, device, _half_width(plan), _row_itemsize(plan) < 8)
     if next_pow2(rnumel) <= persistent_max(plan):
         return _row(xnumel, rnumel, device)
     xblock = next_pow2(symbols.hint(xnumel), device.loop_rows)
@@ -313,20 +321,31 @@ def _row(xnumel: int, rnumel: int, device: DeviceInfo) -> Shape:
                  (cdiv(xnumel, xblock), 1, 1))
 
 
-def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = False) -> Shape:
-    """``[RBLOCK, XBLOCK]`` blocks of the device's block elements, columns halved while the
-    programs do not fill the device. One half-width input (``_half_width``) takes four times
-    the elements and keeps ``device.tile`` columns, so a program has as many bytes in
+def _column(xnumel: int, rnumel: int, device: DeviceInfo, half_width: bool = False, widen: bool = True) -> Shape:
+    """``[RBLOCK, XBLOCK]`` blocks of the device's block elements. One half-width input
+    (``_half_width``) takes four times the elements, so a program has as many bytes in
     flight as a float32 one (``python -m benchmarks.column_sums``; docs/benchmarks.md,
-    "Reductions by layout")."""
-    columns = symbols.hint(xnumel)
-    xblock = next_pow2(columns, device.tile)
-    while not half_width and xblock > 16 and cdiv(columns, xblock) < device.min_programs:
-        xblock //= 2
+    "Reductions by layout"). ``device.tile`` columns, more where few rows leave the block
+    unfilled (up to ``COLUMN_BLOCK_MAX``: a sum over 4 rows takes 512 columns, not 64 of 4
+    rows, a block 8 times too small to keep the memory busy), halved while the programs do
+    not fill the device. Not with 64-bit values along the rows (``widen`` false): int64
+    counts over 4 rows ran 3 times slower at 128-1024 columns than at 64 (H200; the
+    cause is not known)."""
+    columns, rows = symbols.hint(xnumel), symbols.hint(rnumel)
     elements = device.block_elements * (4 if half_width else 1)
-    rblock = next_pow2(symbols.hint(rnumel), max(1, elements // xblock))
+    widest = max(device.tile, min(COLUMN_BLOCK_MAX if widen else 0, elements // next_pow2(rows)))
+    xblock = next_pow2(columns, widest)
+    while xblock > 16 and cdiv(columns, xblock) < device.min_programs:
+        xblock //= 2
+    rblock = next_pow2(rows, max(1, elements // xblock))
     return Shape("column", {"XBLOCK": xblock, "RBLOCK": rblock}, _warps(xblock * rblock),
                  (cdiv(xnumel, xblock), 1, 1), orientation="column")
+
+
+def holds_whole_rows(plan, shape: Shape) -> bool:
+    """Does a column kernel's block hold the whole reduced extent (no loop over it)?"""
+    rnumel = plan.reduce_numel()
+    return shape.name == "column" and not symbols.is_symbolic(rnumel) and rnumel <= shape.blocks["RBLOCK"]
 
 
 def _columnar(plan) -> bool:
@@ -346,10 +365,14 @@ def _splittable(plan) -> bool:
 def _split_tile(plan, column: bool, device: DeviceInfo) -> int:
     """Elements of a split reduction's tile: ``COLUMN_SPLIT_TILE`` for a column split,
     doubled where it loads half the bytes (``_half_width``), for as many bytes in flight
-    as a float32 tile."""
-    if not column:
-        return min(device.block_elements // 2, 2048)
-    return COLUMN_SPLIT_TILE * (2 if _half_width(plan) else 1)
+    as a float32 tile. A row split's tile loads ``SPLIT_STEP_BYTES`` (2048 float32, 4096
+    bf16 elements), Welford's ``SPLIT_WELFORD_TILE`` elements."""
+    if column:
+        return COLUMN_SPLIT_TILE * (2 if _half_width(plan) else 1)
+    if _welford(plan):
+        return SPLIT_WELFORD_TILE
+    per_element = max(1, _row_load_bytes(plan))
+    return max(SPLIT_WELFORD_TILE, min(SPLIT_TILE_MAX, next_pow2(SPLIT_STEP_BYTES // per_element + 1) // 2))
 
 
 def _half_width(plan) -> bool:
@@ -358,11 +381,19 @@ def _half_width(plan) -> bool:
     a float32 input. Not with Welford's three accumulators per element (ResNet-50's
     BatchNorm statistics ran slower), nor for ``sum(x * y)`` in bf16 (4 bytes an element
     already: larger split tiles were slower)."""
+    return not _welford(plan) and _row_load_bytes(plan) <= 2
+
+
+def _welford(plan) -> bool:
+    return any(m.reduce_op in (ReduceOp.WELFORD_MEAN, ReduceOp.WELFORD_M2) for m in plan.members)
+
+
+def _row_load_bytes(plan) -> int:
+    """Bytes the plan loads per element of its reduced loop (distinct loads along it)."""
     rvars = set(plan.reduce)
     loads = {(e.arg, e.args[0]) for e in walk(plan.expressions())
              if e.op is Op.LOAD and free_vars(e.args[0]) & rvars}
-    welford = any(m.reduce_op in (ReduceOp.WELFORD_MEAN, ReduceOp.WELFORD_M2) for m in plan.members)
-    return not welford and sum(plan.dtypes[name].itemsize for name, _ in loads) <= 2
+    return sum(plan.dtypes[name].itemsize for name, _ in loads)
 
 
 def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
@@ -380,4 +411,5 @@ def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     finish = {"blocks": {"XBLOCK": fblock, "SBLOCK": sblock}, "num_warps": _warps(fblock * sblock),
               "grid": (cdiv(xnumel, fblock), 1, 1)}
     blocks = {"XBLOCK": xblock, "RBLOCK": rblock, "RSPLIT": splits, "RCHUNK": chunk}
-    return Shape("split", blocks, _warps(xblock * rblock), (xblocks, splits, 1), orientation, finish=finish)
+    warps = _warps(xblock * rblock, most=max(8, xblock * rblock // (32 * SPLIT_THREAD_ELEMENTS)))
+    return Shape("split", blocks, warps, (xblocks, splits, 1), orientation, finish=finish)

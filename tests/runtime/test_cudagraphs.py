@@ -1,6 +1,9 @@
 """The ``cudagraphs`` option (``braze/runtime/cudagraphs.py``): on a CPU graph it warns why
 it does nothing; on a GPU replays match eager, outputs of one call survive the next, and a
-capture is replayed only while no output of it is still held (at most ``MAX_CAPTURES``)."""
+capture is replayed only while no output of it is still held (at most ``MAX_CAPTURES``).
+Graphs that update their inputs: each update applied once per call, parameters and buffers
+written in place (captured again when one moves), other inputs copied back; checked on the
+CPU with a recorder that replays by running the graph (``Emulated``) and on a GPU."""
 import warnings
 
 import pytest

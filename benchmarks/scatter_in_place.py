@@ -1,15 +1,17 @@
 """Scatters into a graph input: what an in-place ``index_add_`` costs for k rows of n.
 
 Run: ``python -m benchmarks.scatter_in_place [--device cpu] [--rows 200000] [--ks 16,1024,65536]
-[--ops index_add_,index_put_,scatter_add_,index_copy_] [--threads 2]``
+[--ops index_add_,index_put_,scatter_add_,index_copy_,view_index_add_] [--threads 2]``
 
 Takes: the device, the rows ``n`` of a float32 ``n×64`` input, the numbers of rows ``k``
-scattered, the in-place ops (``index_add_`` by default) and on the CPU the thread count (by
-default torch's). Gives: a markdown table: per op and ``k``, the median ms of the update
-(``x.index_add_(0, idx, src)``, ...) in eager, Inductor and braze (each timed in interleaved
-rounds, ``benchmarks.measure``), and braze's kernels. A scatter in place writes ``k`` rows; a
-functional one copies the ``n`` rows of the input (``lower/in_place.py``). The indices are
-random, with duplicates (``index_copy_``: distinct, as eager requires for a defined result).
+scattered, the in-place ops (``index_add_`` by default; ``view_index_add_`` adds ``k``
+elements through the flat view, ``x.view(-1).index_add_(0, idx, src)``) and on the CPU the
+thread count (by default torch's). Gives: a markdown table: per op and ``k``, the median ms
+of the update (``x.index_add_(0, idx, src)``, ...) in eager, Inductor and braze (each timed
+in interleaved rounds, ``benchmarks.measure``), and braze's kernels. A scatter in place
+writes ``k`` rows; a functional one copies the ``n`` rows of the input (``lower/in_place.py``).
+The indices are random, with duplicates (``index_copy_``: distinct, as eager requires for a
+defined result).
 """
 from __future__ import annotations
 
@@ -42,7 +44,13 @@ def _index_copy(x, idx, src):
     return x
 
 
-OPS = {"index_add_": _index_add, "index_put_": _index_put, "scatter_add_": _scatter_add, "index_copy_": _index_copy}
+def _index_add_flat(x, idx, src):
+    x.view(-1).index_add_(0, idx, src)
+    return x
+
+
+OPS = {"index_add_": _index_add, "index_put_": _index_put, "scatter_add_": _scatter_add, "index_copy_": _index_copy,
+       "view_index_add_": _index_add_flat}
 
 
 def main(argv=None) -> None:
@@ -65,9 +73,12 @@ def main(argv=None) -> None:
 
 def _row(fn, op: str, n: int, k: int, device: str) -> None:
     x = torch.randn(n, 64, device=device)
-    idx = torch.randint(0, n, (k,), device=device) if op != "index_copy_" else \
-        torch.randperm(n, device=device)[:k]
-    src = torch.randn(k, 64, device=device)
+    if op == "view_index_add_":  # k elements of the flat view
+        idx, src = torch.randint(0, n * 64, (k,), device=device), torch.randn(k, device=device)
+    else:
+        idx = torch.randint(0, n, (k,), device=device) if op != "index_copy_" else \
+            torch.randperm(n, device=device)[:k]
+        src = torch.randn(k, 64, device=device)
     calls = {"eager": fn}
     for backend in ("inductor", "braze"):
         torch._dynamo.reset()

@@ -193,7 +193,7 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, scope: Scope,
         saved.restrided = getattr(compiled, "restrided", False)
         if compiled is not None and remember[0]:
             trace_cache.remember(remember[0], compiled, gm, remember[1])
-        return _with_cudagraphs(call, _static_inputs())
+        return _with_cudagraphs(call, _static_inputs(gm, kind))
 
 
 def _eager_strides(gm: torch.fx.GraphModule, kind: str, eager: list | None) -> None:
@@ -258,7 +258,7 @@ class _FirstCall:
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict, scope: Scope):
         self.gm, self.kind, self.options, self.scope = gm, kind, options, scope
-        self.static_inputs = _static_inputs()
+        self.static_inputs = _static_inputs(gm, kind)
         self.call = None
         self._boxed_call = True
 
@@ -350,8 +350,15 @@ def _strides_of(t: torch.Tensor) -> tuple:
     return tuple(st for size, st in zip(t.shape, t.stride()) if size > 1)
 
 
-def _static_inputs() -> list:
-    """Indices of inputs AOTAutograd knows keep their address (parameters, buffers)."""
+def _static_inputs(gm: torch.fx.GraphModule, kind: str) -> list:
+    """Indices of inputs expected to keep their address: in a forward or inference graph
+    those AOTAutograd knows (parameters, buffers); in a backward graph all but the
+    tangents (the values saved by the forward: parameters, and outputs of the forward,
+    which keep their address when it is replayed through CUDA graphs). The CUDA graphs
+    wrapper checks their addresses at each call and copies those that keep moving."""
+    if kind == "backward":
+        return [k for k, n in enumerate(gm.graph.find_nodes(op="placeholder"))
+                if not n.name.startswith("tangents")]
     context = torch._guards.TracingContext.try_get()
     metadata = getattr(context, "fw_metadata", None) if context is not None else None
     return list(getattr(metadata, "static_input_indices", None) or [])

@@ -29,13 +29,14 @@ from braze.fuse.kernel import foreach_plan, plan_kernel
 from braze.fuse.schedule import schedule
 from braze.ir import symbols
 from braze.ir.expr import clear_intern_table
-from braze.ir.graph import ERROR_RECORD, ComputeNode, ExternNode, Graph, InputNode, in_place_text
+from braze.ir.graph import ERROR_RECORD, ExternNode, Graph, InputNode, in_place_text
 from braze.lower import graph_device, lower
 from braze.lower.core import constant_on
 from braze.lower.in_place import scatter_in_place
 from braze.lower.layouts import choose_layouts
 from braze.runtime import graph_cache
 from braze.runtime.checks import Checks
+from braze.runtime.guard import mutated_inputs
 from braze.runtime.wrapper import Step, environment, generate
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class CompiledGraph:
     timings: dict
     device: torch.device
     node_count: int  # IR nodes after inlining
-    mutates_inputs: bool
+    mutated_inputs: tuple  # positions of the inputs the graph writes into (an update, a scatter)
     host_traffic: str = ""  # why the graph moves data to or from the CPU per call ("" when it does not)
     fx: torch.fx.GraphModule | None = None  # the ATen graph compiled
     run: object = None
@@ -107,6 +108,10 @@ class CompiledGraph:
     through_aten: frozenset = frozenset()  # ATen graph nodes run through ATen for single_op_kernels
     entry: object = None  # a fresh variant's graph-cache entry (``runtime/variant_cache.py`` stores it)
     compile_id: str = ""  # Dynamo's, for the compiled function the graph belongs to (``Scope``)
+
+    @property
+    def mutates_inputs(self) -> bool:
+        return bool(self.mutated_inputs)
 
     @property
     def fx_code(self) -> str:
@@ -218,8 +223,7 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
         kernels=[_kernel_info(p, name, target.name, built, sizes, _in_place(graph, p)) for p in plans],
         externs=[str(n.target) for n in graph.nodes if isinstance(n, ExternNode) and not n.is_fallback],
         fallbacks=fallbacks, source=built.source, node_count=len(graph.nodes),
-        mutates_inputs=any(isinstance(n, ComputeNode) and n.mutates and isinstance(graph.producer(n.mutates), InputNode)
-                           for n in graph.nodes),
+        mutated_inputs=_mutated_inputs(graph, gm),
         host_traffic=_host_traffic(graph), checks=list(graph.checks), contents=buffer_contents(graph),
         through_aten=through_aten)
     compiled = CompiledGraph(name, kind, graph, wrapper=wrapper, timings=timings, device=graph.device,
@@ -229,6 +233,13 @@ def _compile(name: str, kind: str, gm: torch.fx.GraphModule, visible, restrided:
         entry = graph_cache.Entry(wrapper, built.recipe, [(g, attr) for g, attr, _ in constants],
                                   str(graph.device), restrided, report)
     return compiled, entry
+
+
+def _mutated_inputs(graph: Graph, gm: torch.fx.GraphModule) -> tuple:
+    """Positions of the inputs the compiled graph writes into: those its IR updates in
+    place, and those an op of the ATen graph writes (an in-place op run through ATen)."""
+    written = {position for _, _, position in graph.in_place_writes() if position is not None}
+    return tuple(sorted(written | set(mutated_inputs(gm))))
 
 
 def _from_entry(name: str, kind: str, gm, entry, timings: dict, constants: dict | None = None) -> CompiledGraph:

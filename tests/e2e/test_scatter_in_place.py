@@ -126,3 +126,86 @@ def test_the_fusion_log_names_the_write_that_keeps_a_base_from_its_reader(backen
     blocked = [r for r in report.fusion_log if r.reason is braze.Reason.MUTATION]
     assert blocked and all(not r.fused and r.detail.endswith(" in place") for r in blocked)
     assert "must run between them" in str(report)
+
+
+# Updates through a view of the input: a reshape or a permutation of a dense tensor is its
+# storage seen otherwise, so the scatter goes into the input (through the view's index map);
+# a view of part of the input, or an input read before the update, keeps the copy.
+
+def _add_through_flat_view(x, idx, src):
+    x.view(-1).index_add_(0, idx, src)
+    return x
+
+
+def _add_rows_of_a_reshape(x, idx, src):
+    x.view(-1, 32).index_add_(0, idx, src)
+    return x
+
+
+def _add_rows_of_a_transpose(x, idx, src):
+    x.t().index_add_(0, idx, src)  # rows of x.t(): columns of x
+    return x
+
+
+def test_an_update_through_a_flat_view_writes_only_its_elements(backend):
+    x, idx, src = torch.randn(50000, 64), torch.randint(0, 50000 * 64, (16,)), torch.randn(16)
+    _same_as_eager(_add_through_flat_view, x, idx, src)
+    assert _written_elements(_add_through_flat_view, x.clone(), idx, src) == 16
+
+
+def test_an_update_through_a_reshape_writes_only_its_rows(backend):
+    x, idx, src = torch.randn(50000, 64), torch.randint(0, 100000, (16,)), torch.randn(16, 32)
+    _same_as_eager(_add_rows_of_a_reshape, x, idx, src)
+    assert _written_elements(_add_rows_of_a_reshape, x.clone(), idx, src) == 16 * 32
+
+
+def test_an_update_through_a_flat_view_of_a_column_major_input(backend):
+    """``x.t()`` of a column-major ``x`` is contiguous: its flat view is ``x``'s storage."""
+    x = torch.randn(64, 50000).t()  # strides (1, 50000)
+    idx, src = torch.randint(0, 50000 * 64, (16,)), torch.randn(16)
+
+    def update(x, idx, src):
+        x.t().view(-1).index_add_(0, idx, src)
+        return x
+    _same_as_eager(update, x, idx, src)
+    assert _written_elements(update, x.clone(memory_format=torch.preserve_format), idx, src) == 16
+
+
+def test_an_update_of_the_rows_of_a_transposed_input(backend):
+    """``x.t()`` is ``x``'s storage seen with permuted strides: its rows are written in ``x``."""
+    x, idx, src = torch.randn(300, 64), torch.randint(0, 64, (16,)), torch.randn(16, 300)
+    _same_as_eager(_add_rows_of_a_transpose, x, idx, src)
+    assert _written_elements(_add_rows_of_a_transpose, x.clone(), idx, src) == 16 * 300
+
+
+def test_an_update_through_a_view_with_reads_before_and_after(backend):
+    x, idx, src = torch.randn(300, 64), torch.randint(0, 300 * 64, (16,)), torch.randn(16)
+
+    def before_and_after(x, idx, src):
+        old = x.sum(1)  # read before the update: the copy stays
+        x.view(-1).index_add_(0, idx, src)
+        return old, x[:, :3] * 2, x.view(-1)[:7]
+
+    _same_as_eager(before_and_after, x, idx, src)
+
+
+def test_an_update_through_a_view_of_an_intermediate(backend):
+    x, idx, src = torch.randn(300, 64), torch.randint(0, 300 * 64, (16,)), torch.randn(16)
+
+    def intermediate(x, idx, src):
+        y = x * 2
+        y.view(-1).index_add_(0, idx, src)
+        return y.view(-1, 32) + 1, y.exp()
+
+    _same_as_eager(intermediate, x, idx, src)
+
+
+def test_an_update_through_a_view_of_part_of_the_input(backend):
+    x, idx, src = torch.randn(300, 64), torch.randint(0, 299 * 32, (16,)), torch.randn(16)
+
+    def part(x, idx, src):
+        x[1:, ::2].reshape(-1).index_add_(0, idx, src)  # a copy in eager: x is left as it was
+        x[1:].view(-1).index_add_(0, idx, src)
+        return x
+
+    _same_as_eager(part, x, idx, src)

@@ -174,6 +174,7 @@ def main(argv=None) -> None:
     parser.add_argument("--tensors", type=int, default=32, help="tensors the Adam step updates")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     ns = parser.parse_args(argv)
+    import braze  # noqa: F401  (registers the backend)
     makers = {"resnet50": lambda: ResNetStep(ns.device, ns.batch, ns.image_size),
               "adam": lambda: AdamStep(ns.device, ns.tensors)}
     names = ns.workloads.split(",")

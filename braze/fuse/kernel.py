@@ -286,7 +286,7 @@ def _reorder_and_merge(plan: KernelPlan) -> None:
     values = [m.value for m in plan.members] + [m.reduce_index for m in plan.members if m.reduce_index is not None]
     positions, other = _positions_and_other_vars(values, stores)
     primary = _primary_access(plan, stores, positions)
-    plan.outer = _ordered(plan.outer, primary, plan.reduce)
+    plan.outer = _ordered(plan.outer, _column_load(plan, positions) or primary, plan.reduce)
     plan.reduce = _ordered(plan.reduce, _primary_load(plan, positions) or primary, [])
     mapping = {}
     plan.outer = _merge(plan.outer, positions, other, mapping, "x")
@@ -302,6 +302,19 @@ def _primary_access(plan, stores, positions):
     if stores:
         return max(stores, key=lambda p: len(free_vars(p)))
     return positions[0] if positions else None
+
+
+def _column_load(plan, positions):
+    """A reduction's load that walks every reduce loop with a stride and some outer loop
+    contiguously (a sum over W of a channels-last tensor), else None. The outer loops are
+    ordered by it rather than by the stores: that loop comes innermost, and the kernel
+    reads whole lines of memory along it (a column reduction) instead of one element of
+    each line per row. Such a load moves a row's worth of bytes for each element a store
+    writes."""
+    load = _primary_load(plan, positions) if plan.reduce else None
+    if load is None or any(S.coefficient(load, r) == 1 for r in plan.reduce):
+        return None
+    return load if any(S.coefficient(load, x) == 1 for x in plan.outer) else None
 
 
 def _primary_load(plan, positions):

@@ -222,6 +222,14 @@ def test_column_reduction_with_epilogue():
     assert_shape(["column"], lambda x, w: (x.sum(0) * w).tanh(), x, w)
 
 
+def test_reduction_along_a_strided_axis_reads_columns():
+    """A sum over W of a channels-last tensor: W is strided in memory, C contiguous. The
+    kernel's outer loops follow the load (C innermost), not the store: a column kernel
+    reading whole lines of C, not a row kernel reading one element of each line per row."""
+    x = torch.randn(4, 16, 10, 12).to(memory_format=torch.channels_last)
+    assert_shape(["column"], lambda x: x.sum(-1) * 2, x)
+
+
 def test_split_full_sum():
     x = torch.randn(40000)
     assert_shape(["split"], lambda x: x.sum(), x, rtol=1e-4, atol=1e-4)

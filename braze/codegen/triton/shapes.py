@@ -21,13 +21,15 @@ Shapes:
   one accumulator per lane, merged at the end of the loop (a softmax's max and
   sum of exponentials share one loop: ``online``).
 - ``column``: the reduced loop is strided and the innermost outer loop is
-  contiguous (``x.sum(0)``): tiles ``[RBLOCK, XBLOCK]`` reduced along axis 0.
+  contiguous (``x.sum(0)``): tiles ``[RBLOCK, XBLOCK]`` reduced along axis 0; over
+  few rows, wider tiles that hold them all, reduced without a loop.
 - ``scan``: a cumulative sum or product: a row of up to 4096 elements in one
   chunk; longer rows in ``[XBLOCK, RBLOCK]`` chunks in order, each chunk's scan
   offset by the running value of the chunks before.
 - ``split``: few outer elements and long rows (a full sum): ``RSPLIT``
   programs per outer block each reduce one chunk into a workspace, a second
   kernel merges the partials in order (deterministic) and runs the epilogue.
+  Each step of a chunk loads ``SPLIT_STEP_BYTES`` whatever the dtype.
 
 With symbolic sizes, a block that must hold a whole row (``row``: ``RBLOCK >= rnumel``)
 guards its power-of-two class. Every other block size is one any size runs correctly with
@@ -68,13 +70,14 @@ LOOP_RBLOCK = 2048  # chunk of a reduction loop
 LOOP_WARP_ELEMENTS = 128
 COLUMN_SPLIT_TILE = 2048  # elements of a split column reduction's [RBLOCK, XBLOCK] tile
 COLUMN_BLOCK_MAX = 1024  # the most columns a column reduction's block takes (few rows)
-# A row split's step loads SPLIT_STEP_BYTES (at least SPLIT_WELFORD_TILE elements, at most
-# SPLIT_TILE_MAX): 1024 elements a step (4 KB of float32, 1 KB of bool) left whole-tensor sums
-# at 50-65 % of the copy's rate on the H100 (docs/benchmarks.md, "Reduction sweep").
+# A row split's step loads SPLIT_STEP_BYTES, in a tile of SPLIT_TILE_MIN to SPLIT_TILE_MAX
+# elements: 1024 elements a step (4 KB of float32, 1 KB of bool) left whole-tensor sums at
+# 50-65 % of the copy's rate on the H100 (docs/benchmarks.md, "Reduction sweep"). Welford's
+# tile is the least (three accumulators an element: larger tiles were slower). The tile
+# takes 8 warps, more where a thread would hold over SPLIT_THREAD_ELEMENTS elements.
 SPLIT_STEP_BYTES = 8192
-SPLIT_TILE_MAX = 8192
-SPLIT_WELFORD_TILE = 1024  # Welford's three accumulators an element: larger tiles were slower
-SPLIT_THREAD_ELEMENTS = 16  # a split's tile takes 8 warps, more where a thread would hold more elements
+SPLIT_TILE_MIN, SPLIT_TILE_MAX = 1024, 8192
+SPLIT_THREAD_ELEMENTS = 16
 SPLIT_FILLS = 2  # a split reduction launches this many times the device's fill of programs
 # (more were no faster and slowed other splits: ``python -m benchmarks.split_fills``)
 # A split reduction takes enough splits (up to 1024) that its lanes fold at most
@@ -366,13 +369,13 @@ def _split_tile(plan, column: bool, device: DeviceInfo) -> int:
     """Elements of a split reduction's tile: ``COLUMN_SPLIT_TILE`` for a column split,
     doubled where it loads half the bytes (``_half_width``), for as many bytes in flight
     as a float32 tile. A row split's tile loads ``SPLIT_STEP_BYTES`` (2048 float32, 4096
-    bf16 elements), Welford's ``SPLIT_WELFORD_TILE`` elements."""
+    bf16 elements); Welford's takes ``SPLIT_TILE_MIN``."""
     if column:
         return COLUMN_SPLIT_TILE * (2 if _half_width(plan) else 1)
     if _welford(plan):
-        return SPLIT_WELFORD_TILE
-    per_element = max(1, _row_load_bytes(plan))
-    return max(SPLIT_WELFORD_TILE, min(SPLIT_TILE_MAX, next_pow2(SPLIT_STEP_BYTES // per_element + 1) // 2))
+        return SPLIT_TILE_MIN
+    fitting = SPLIT_STEP_BYTES // max(1, _row_load_bytes(plan))
+    return max(SPLIT_TILE_MIN, min(SPLIT_TILE_MAX, 1 << (fitting.bit_length() - 1)))
 
 
 def _half_width(plan) -> bool:
@@ -411,5 +414,6 @@ def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     finish = {"blocks": {"XBLOCK": fblock, "SBLOCK": sblock}, "num_warps": _warps(fblock * sblock),
               "grid": (cdiv(xnumel, fblock), 1, 1)}
     blocks = {"XBLOCK": xblock, "RBLOCK": rblock, "RSPLIT": splits, "RCHUNK": chunk}
-    warps = _warps(xblock * rblock, most=max(8, xblock * rblock // (32 * SPLIT_THREAD_ELEMENTS)))
+    tile = xblock * rblock
+    warps = _warps(tile, most=max(8, tile // (32 * SPLIT_THREAD_ELEMENTS)))
     return Shape("split", blocks, warps, (xblocks, splits, 1), orientation, finish=finish)

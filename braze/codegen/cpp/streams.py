@@ -4,7 +4,8 @@ Takes: a ``CppKernel`` of shape ``pointwise`` or ``row``. Gives:
 - ``streamed(kernel)``: the members of a pointwise kernel whose stores go around the
   cache (or []), and ``emit_streamed(kernel, members)``, its loops with those members
   computed a block at a time into scratch arrays that ``b_stream`` (prelude) then
-  writes with non-temporal stores;
+  writes with non-temporal stores (float16 loads widened and stores narrowed a block at a
+  time: ``halves``);
 - ``RowStream(kernel)``: the same for the values a row kernel's last loop stores along
   the row (RMSNorm's and LayerNorm's outputs), a block of lanes at a time (their write
   prefetches dropped).
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from braze import config
 from braze.codegen.cpp.calls import LIBRARY_CALLS
 from braze.codegen.cpp.exprs import ctype
+from braze.codegen.cpp.halves import block_halves, narrows_half
 from braze.ir import simplify as S
 from braze.ir.expr import free_vars, walk
 
@@ -107,14 +109,29 @@ def emit_streamed(kernel: CppKernel, members: list) -> None:
     em.emit(body, f"const int64_t zn = {count};")
     for m in members:
         em.emit(body, f"alignas(64) {ctype(m.node.dtype)} {stages[m.name]}[{BLOCK}];")
+    halves = block_halves(kernel, plan.expressions(), plan.members, BLOCK, z, kernel.hoisted, frozenset(stages),
+                          count="zn", start="zb")
+    narrowed = {m.name: f"f{stages[m.name]}" for m in members if narrows_half(m)}
+    for name in narrowed.values():
+        em.emit(body, f"alignas(64) float {name}[{BLOCK}];")
+    if halves:
+        halves.emit_head(body, kernel.hoisted)
     em.emit(body, "#pragma omp simd")
     em.emit(body, "for (int64_t l = 0; l < zn; l++) {")
     em.emit(element, f"const int64_t {z.name} = zb + l;")
     printer = kernel.printer(element)
+    printer.memo.update(halves.memo() if halves else {})
     kernel.preload(plan.members, printer)
     for m in plan.members:
-        kernel.compute(m, printer, element, stage=f"{stages[m.name]}[l]" if m.name in stages else None)
+        narrow = f"{narrowed[m.name]}[l]" if m.name in narrowed else halves and halves.stage_of(m)
+        kernel.compute(m, printer, element, stage=f"{stages[m.name]}[l]" if m.name in stages else None,
+                       float_stage=narrow)
     em.emit(body, "}")
+    if halves:
+        halves.flush(body, kernel.hoisted)
+    for m in members:
+        if m.name in narrowed:
+            em.emit(body, f"b_narrow_f16({narrowed[m.name]}, {stages[m.name]}, zn);")
     _write_stages(kernel, members, stages, {z: "zb"}, body, "zn")
     em.emit(inner, "}")
     kernel.close_loops(len(loops) - 1, inner)

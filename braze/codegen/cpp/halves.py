@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from braze import config
 from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, search, walk
 
@@ -117,7 +118,7 @@ def block_halves(kernel: CppKernel, exprs: list, members: list, lanes: int, var,
     block computes; ``members``: those it computes and stores; ``known``: id -> name of what
     it reads ready-made (not converted again); ``staged``: names of members whose stores
     are already staged (``streams``)."""
-    if lanes < MIN_LANES:
+    if lanes < MIN_LANES or not config.cpp_half_blocks:
         return None
     plan = kernel.plan
     computed = search(exprs, lambda e: [] if id(e) in known else e.args)

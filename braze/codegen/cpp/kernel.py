@@ -49,7 +49,7 @@ from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.draws import BlockDraws
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
 from braze.codegen.cpp.halves import BlockHalves, block_halves, float_of
-from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
+from braze.codegen.cpp.lanes import TwoPass, emit_lanes, merge_lanes, moment_keeps
 from braze.codegen.cpp.pointwise import emit_pointwise
 from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.scatter import emit_scatter
@@ -438,23 +438,6 @@ class CppKernel:
         found = {id(self.accs[m.name]): self.accs[m.name] for m in self.members_at(level) if m.reduce_op}
         return [a for a in found.values() if a.wide and a.family == "sum"]
 
-    def merge_lanes(self, accs: list[Accumulator], lanes: int, indent: str) -> None:
-        """Fold the lanes of each accumulator into lane 0, as a tree: lane ``l + w`` into
-        lane ``l`` for ``w`` = lanes / 2, ..., 1, each level one vector step, where lanes 1 ..
-        15 into lane 0 one by one were a chain of 15 dependent steps (a row of 31 elements
-        spent more on it than on its elements). Every merge keeps eager's numerics: NaN
-        propagates, an arg-reduction's tie goes to the lower index (``combine``)."""
-        em = self.emitter
-        if lanes <= 1 or not accs:
-            return
-        width = lanes // 2
-        while width >= 1:
-            for lane in range(width):
-                for acc in accs:
-                    em.emit_lines(indent, acc.combine(lambda s, a=acc, k=lane: f"{a.field(s)}[{k}]",
-                                                      lambda s, a=acc, k=lane + width: f"{a.field(s)}[{k}]"))
-            width //= 2
-
     def set_results(self, level: int, at_of: Callable[[Accumulator], Callable[[str], str]]) -> None:
         """Bind the values of the reductions finished at ``level``: ``at_of(acc)`` maps a
         field suffix of ``acc`` to the C lvalue holding its final value."""
@@ -512,7 +495,7 @@ class CppKernel:
         self.declare(moments.accs, lanes, indent)
         self._hoist_row_invariants(level, indent)
         self.reduce_loops(level, indent, lanes)
-        self.merge_lanes(moments.accs, lanes, indent)
+        merge_lanes(self, moments.accs, lanes, indent)
         moments.emit_second_pass(indent, lanes)
         self.set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[0]"))
         self.store_results(level, indent)

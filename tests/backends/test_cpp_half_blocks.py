@@ -4,8 +4,9 @@ The prelude's ``b_widen_f16`` / ``b_narrow_f16`` take F16C's instructions where 
 enables them and the portable bit arithmetic elsewhere. Each is built here for x86-64-v2 (no
 F16C), v3 (F16C, AVX2) and v4 (AVX-512), linked with ``-z defs``; the builds this machine
 can run convert all 65,536 halves and a million random floats plus every rounding boundary,
-bit for bit against eager (NaNs: NaN-ness only, eager's payloads differ by position). Then
-row and pointwise kernels that convert in blocks, with tails, against eager.
+bit for bit against eager (NaNs: NaN-ness only, eager's payloads differ by position), and
+the floats rounded through float16 and back. Then row and pointwise kernels that convert in
+blocks, with tails, against eager.
 """
 import ctypes
 import platform
@@ -42,6 +43,11 @@ extern "C" void narrow(const float* src, f16_t* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) b_narrow_f16(src + i, dst + i, 16);
   b_narrow_f16(src + i, dst + i, n - i);
+}
+extern "C" void round_trip(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) b_round_f16(src + i, dst + i, 16);
+  b_round_f16(src + i, dst + i, n - i);
 }
 extern "C" int hardware() {
 #if defined(__F16C__)
@@ -92,14 +98,15 @@ def test_block_conversions_are_exact_at_each_isa_level(tmp_path, level):
     bits = torch.randint(-2 ** 31, 2 ** 31, (1 << 20,), dtype=torch.int64, generator=generator)
     floats = torch.cat([_boundaries(), bits.to(torch.int32).view(torch.float32), _boundaries()[:13]])
     _same_bits(_call(lib.narrow, floats, torch.float16), floats.half(), torch.int16)
+    _same_bits(_call(lib.round_trip, floats, torch.float32), floats.half().float(), torch.int32)
 
 
 def _specials(shape) -> torch.Tensor:
-    """Random halves with infinities, subnormals, signed zeros and the largest half mixed in."""
+    """Random halves with NaNs, infinities, subnormals, signed zeros and the largest half mixed in."""
     x = torch.randn(shape) * 100
     flat = x.view(-1)
     picks = torch.randint(0, flat.numel(), (flat.numel() // 8,))
-    values = torch.tensor([float("inf"), -float("inf"), 2.0 ** -20, -(2.0 ** -24), -0.0, 65504.0, 1e-30])
+    values = torch.tensor([float("nan"), float("inf"), -float("inf"), 2.0 ** -20, -(2.0 ** -24), -0.0, 65504.0, 1e-30])
     flat[picks] = values[torch.randint(0, len(values), (picks.numel(),))]
     return x.half()
 
@@ -126,6 +133,16 @@ def test_pointwise_kernel_converts_blocks_bit_for_bit(shape):
     a, b = _specials(shape), _specials(shape)
     assert "b_widen_f16(" in _source(add, a, b) and "b_narrow_f16(" in _source(add, a, b)
     for actual, expected in zip(braze.compile(add)(a, b), add(a, b)):
+        _same_bits(actual.view(-1), expected.view(-1), torch.int16 if actual.dtype is torch.float16 else torch.int32)
+
+
+@pytest.mark.parametrize("shape", [(1 << 16,), (300, 129)])
+def test_float32_rounded_through_half_bit_for_bit(shape):
+    def scaled(x):
+        return x.half() * 2, x.half().float() - x
+    x = _specials(shape).float() * 1.001  # between halves, and past the largest one
+    assert "b_round_f16(" in _source(scaled, x)
+    for actual, expected in zip(braze.compile(scaled)(x), scaled(x)):
         _same_bits(actual.view(-1), expected.view(-1), torch.int16 if actual.dtype is torch.float16 else torch.int32)
 
 

@@ -5,7 +5,9 @@ Takes: a ``CppKernel``, the expressions and members of a loop that runs in block
 ready-made (``known``). Gives: ``BlockHalves`` (None where the block has nothing to convert):
 - ``emit_head(indent)``: at the head of each block, every float16 buffer the block reads
   along the lane (a widening to float32 of a load that steps by one element per lane)
-  widened into a float scratch array (prelude ``b_widen_f16``);
+  widened into a float scratch array (prelude ``b_widen_f16``), and every float32 buffer
+  it reads rounded through float16 (``x.half()``, then float32 math) rounded into one
+  (``b_round_f16``);
 - ``memo()``: those widenings as elements of the arrays, for the block's printer;
 - ``stage_of(member)``: the float scratch element of a member whose float16 store steps by
   one element per lane; ``flush(indent)``, at the foot of the block, narrows the arrays into
@@ -47,12 +49,22 @@ def _contiguous(position: Expr, var, extent) -> bool:
     return lo >= 0 and hi <= extent - 1
 
 
+def _widened_load(e: Expr) -> Expr | None:
+    """The load whose float16 value ``e`` widens to float32: a float16 load, or a float32 load
+    rounded to float16 (``x.half()`` of a float32 input, read on as float32); else None."""
+    if e.op is not Op.CAST or e.dtype is not torch.float32 or e.args[0].dtype is not torch.float16:
+        return None
+    inner = e.args[0]
+    if inner.op is Op.CAST and inner.args[0].dtype is torch.float32:
+        inner = inner.args[0]
+    return inner if inner.op is Op.LOAD else None
+
+
 def _widened(e: Expr, var, plan) -> bool:
-    """A float16 load widened to float32, read along the lane from a buffer only read."""
-    if e.op is not Op.CAST or e.dtype is not torch.float32:
-        return False
-    load = e.args[0]
-    return (load.op is Op.LOAD and load.dtype is torch.float16 and load.arg not in plan.writes
+    """A float16 value widened to float32 (``_widened_load``), its load read along the lane
+    from a buffer only read."""
+    load = _widened_load(e)
+    return (load is not None and load.arg not in plan.writes
             and _contiguous(load.args[0], var, plan.extents[load.arg]))
 
 
@@ -94,8 +106,9 @@ class BlockHalves:
             em.emit(indent, f"alignas(64) float {name}[{self.lanes}];")
         printer = self.kernel.printer(indent, {self.var: self.start}, preset)
         for e in self.loads:
-            load = e.args[0]
-            em.emit(indent, f"b_widen_f16(&{load.arg}[{printer(load.args[0])}], {self.names[id(e)]}, {self.count});")
+            load = _widened_load(e)
+            helper = "b_widen_f16" if load.dtype is torch.float16 else "b_round_f16"
+            em.emit(indent, f"{helper}(&{load.arg}[{printer(load.args[0])}], {self.names[id(e)]}, {self.count});")
 
     def memo(self) -> dict:
         """id(widening) -> its element of the block's array."""

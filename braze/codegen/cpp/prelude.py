@@ -388,6 +388,15 @@ BRAZE_INLINE void b_widen_f16(const f16_t* src, float* dst, int64_t n) {
 #endif
   for (; i < n; i++) dst[i] = f16_to_f32(src[i]);
 }
+// n floats rounded to float16 and back (x.half() of a float32 input, read on as float32)
+BRAZE_INLINE void b_round_f16(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    *(b_f8_u*)(dst + i) = __builtin_ia32_vcvtph2ps256(__builtin_ia32_vcvtps2ph256(*(const b_f8_u*)(src + i), 0));
+#endif
+  for (; i < n; i++) dst[i] = f16_to_f32(f32_to_f16(src[i]));
+}
 BRAZE_INLINE void b_narrow_f16(const float* src, f16_t* dst, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
@@ -444,5 +453,5 @@ def prelude(kernels_source: str) -> str:
     uses = any(name in kernels_source for name in _FLOAT_FMOD_USERS)
     head = _HEAD.replace("{FLOAT_FMOD}", _VECTOR_FMOD if uses else _SCALAR_FMOD)
     head += _STREAM if "b_stream(" in kernels_source else ""
-    head += _HALF_BLOCKS if "b_widen_f16(" in kernels_source or "b_narrow_f16(" in kernels_source else ""
+    head += _HALF_BLOCKS if any(f"b_{way}_f16(" in kernels_source for way in ("widen", "narrow", "round")) else ""
     return head + _TRANSPOSE if "b_transpose_tile32(" in kernels_source else head

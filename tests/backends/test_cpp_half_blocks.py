@@ -1,12 +1,12 @@
 """float16 converted a block of lanes at a time (``codegen/cpp/halves.py``), at every x86 ISA level.
 
-The prelude's ``b_widen_f16`` / ``b_narrow_f16`` take F16C's instructions where the build
-enables them and the portable bit arithmetic elsewhere. Each is built here for x86-64-v2 (no
-F16C), v3 (F16C, AVX2) and v4 (AVX-512), linked with ``-z defs``; the builds this machine
-can run convert all 65,536 halves and a million random floats plus every rounding boundary,
-bit for bit against eager (NaNs: NaN-ness only, eager's payloads differ by position), and
-the floats rounded through float16 and back. Then row and pointwise kernels that convert in
-blocks, with tails, against eager.
+The prelude's ``b_widen_f16`` / ``b_narrow_f16`` / ``b_round_f16`` take AVX-512's and F16C's
+instructions where the build enables them and the portable bit arithmetic elsewhere. Each
+is built here for x86-64-v2 (no F16C), v3 (F16C, AVX2) and v4 (AVX-512), linked with
+``-z defs``; the builds this machine can run convert all 65,536 halves and a million random
+floats plus every rounding boundary, bit for bit against eager (NaNs: NaN-ness only,
+eager's payloads differ by position), and round the floats through float16 and back. Then
+row and pointwise kernels that convert in blocks, with tails, against eager.
 """
 import ctypes
 import platform
@@ -32,7 +32,8 @@ LEVELS = {
                   "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"},
 }
 
-# Blocks of 16 (the kernels' lanes), then the rest of n in one shorter call, as a tail.
+# Blocks of 16 (the kernels' lanes), then the rest of n in one shorter call, as a tail
+# (8 at a time, then one by one).
 HARNESS = r"""
 extern "C" void widen(const f16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
@@ -49,9 +50,11 @@ extern "C" void round_trip(const float* src, float* dst, int64_t n) {
   for (; i + 16 <= n; i += 16) b_round_f16(src + i, dst + i, 16);
   b_round_f16(src + i, dst + i, n - i);
 }
-extern "C" int hardware() {
-#if defined(__F16C__)
-  return 1;
+extern "C" int hardware() {  // the widest conversions the build takes
+#if defined(__AVX512F__)
+  return 16;
+#elif defined(__F16C__)
+  return 8;
 #else
   return 0;
 #endif
@@ -91,8 +94,9 @@ def test_block_conversions_are_exact_at_each_isa_level(tmp_path, level):
     if not LEVELS[level] <= _cpu_flags():
         pytest.skip(f"this CPU cannot run {level} code (built and linked only)")
     lib = ctypes.CDLL(path)
-    assert lib.hardware() == (level != "x86-64-v2")  # F16C from v3 on: the path under test
+    assert lib.hardware() == {"x86-64-v2": 0, "x86-64-v3": 8, "x86-64-v4": 16}[level]
     halves = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    halves = torch.cat([halves, halves[-13:]])  # a tail of 8 and 5
     _same_bits(_call(lib.widen, halves, torch.float32), halves.float(), torch.int32)
     generator = torch.Generator().manual_seed(11)
     bits = torch.randint(-2 ** 31, 2 ** 31, (1 << 20,), dtype=torch.int64, generator=generator)

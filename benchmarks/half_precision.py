@@ -4,8 +4,9 @@ What it measures: row kernels that read and write halves (RMSNorm with a residua
 ``x.float().sum(-1)``, LayerNorm + GELU in bfloat16) and pointwise ones (``x.half() * 2``,
 ``a + b`` in float16), each timed as eager, Inductor, braze with ``cpp_half_blocks`` off
 (conversions per element, in the prelude's bit arithmetic) and on (a block of lanes at a
-time, F16C where the build has it), in interleaved rounds in one process
-(``measure.time_cpu``), at each thread count asked for. Prints medians in ms and checks
+time, AVX-512 or F16C where the build has them), in interleaved rounds of
+``torch.utils.benchmark`` in one process, each call on the next of several input sets (so
+they are not all in the cache), at each thread count asked for. Prints medians in ms and checks
 every compiled result against eager.
 
     python -m benchmarks.half_precision [--threads 1,2] [--only rms,sum] [--budget 1.0]
@@ -15,13 +16,17 @@ Results: docs/benchmarks.md, "Half precision and transposes".
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 
 import torch
 import torch.nn.functional as F
+import torch.utils.benchmark as benchmark
 
 import braze
-from benchmarks.measure import compare, input_set_count, time_cpu
+from benchmarks.measure import compare, input_set_count
+
+ROUNDS = 5  # each compiler timed once per round, the rounds interleaved
 
 
 def _rms(x, r, w):
@@ -62,8 +67,19 @@ def run(name: str, threads: int, budget: float) -> dict:
     for label, call in calls.items():
         if not compare(call(*first), expected)[0]:
             print(f"  {name}: {label} differs from eager beyond the dtype's tolerance")
-    times = time_cpu({k: (lambda args, c=c: c(*args)) for k, c in calls.items()}, sets, budget_s=budget)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return _medians(calls, sets, budget, threads)
+
+
+def _medians(calls: dict, sets: list, budget: float, threads: int) -> dict:
+    """Name -> median ms per call over ``ROUNDS`` interleaved rounds of
+    ``torch.utils.benchmark`` (each call on the next input set)."""
+    times: dict = {name: [] for name in calls}
+    cycle = itertools.cycle(sets)
+    for _ in range(ROUNDS):
+        for name, call in calls.items():
+            timer = benchmark.Timer("call(*next(cycle))", globals={"call": call, "cycle": cycle}, num_threads=threads)
+            times[name] += [t * 1000 for t in timer.blocked_autorange(min_run_time=budget / ROUNDS).times]
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main() -> None:

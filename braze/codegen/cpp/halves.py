@@ -15,9 +15,10 @@ ready-made (``known``). Gives: ``BlockHalves`` (None where the block has nothing
 
 Why: GCC 12 vectorizes no ``_Float16`` conversion, and the prelude's portable
 ``f16_to_f32``/``f32_to_f16`` cost about a dozen vector instructions per 8 halves. F16C
-converts 8 in one (``vcvtph2ps``/``vcvtps2ph``), reached only through a vector of 8: the
-block's head and foot convert whole vectors, the vectorized body reads and writes floats.
-Without F16C in the build the helpers fall back to the portable functions (the same bits).
+converts 8 in one (``vcvtph2ps``/``vcvtps2ph``), AVX-512 16, reached only through whole
+vectors: the block's head and foot convert those, the vectorized body reads and writes
+floats. The prelude picks the instructions by the build's macros (``__AVX512F__``,
+``__F16C__``) and falls back to the portable functions without them (the same bits).
 Timings: docs/benchmarks.md, "Half precision".
 
 Loads and stores qualify only where the position is plain index arithmetic, stays inside

@@ -41,6 +41,8 @@ def _layernorm_gelu(x, w, b):
 WORKLOADS = {  # name -> (function, inputs of one set)
     "RMSNorm with residual, fp16 512x5120": (
         _rms, lambda: [torch.randn(512, 5120).half(), torch.randn(512, 5120).half(), torch.randn(5120)]),
+    "RMSNorm with residual, fp16 2048x5120 (output streamed)": (
+        _rms, lambda: [torch.randn(2048, 5120).half(), torch.randn(2048, 5120).half(), torch.randn(5120)]),
     "x.float().sum(-1), fp16 4096^2": (lambda x: x.float().sum(-1), lambda: [torch.randn(4096, 4096).half()]),
     "LayerNorm+GELU, bf16 1024x4096": (
         _layernorm_gelu, lambda: [torch.randn(1024, 4096).bfloat16(), torch.randn(4096).bfloat16(),

@@ -150,6 +150,18 @@ def test_float32_rounded_through_half_bit_for_bit(shape):
         _same_bits(actual.view(-1), expected.view(-1), torch.int16 if actual.dtype is torch.float16 else torch.int32)
 
 
+@pytest.mark.parametrize("shape", [(16, 1000), (3000,)])
+def test_streamed_stores_narrow_blocks_bit_for_bit(shape):
+    def scaled(x):
+        f = x.float()
+        return (f - f.amax(-1, keepdim=True)).half() if len(shape) > 1 else (f * 0.5).half()
+    x = _specials(shape)
+    with braze.config.patch(cpp_stream_min_bytes=0):  # every eligible store streamed
+        source = _source(scaled, x)
+        assert "b_stream(" in source and "b_narrow_f16(" in source
+        _same_bits(braze.compile(scaled)(x).view(-1), scaled(x).view(-1), torch.int16)
+
+
 def test_rmsnorm_with_residual_matches_eager():
     def rms(x, r, w):
         hf = (x + r).float()

@@ -77,9 +77,10 @@ def float_of(value: Expr) -> Expr:
 
 
 def narrows_half(m) -> bool:
-    """Is ``m`` stored as float16 from a float32 value?"""
+    """Is ``m`` stored as float16 from a float32 value, and are such stores narrowed a block
+    at a time (``config.cpp_half_blocks``)?"""
     return (m.store is not None and m.reduce_op is None and m.node.dtype is torch.float16
-            and float_of(m.value).dtype is torch.float32)
+            and float_of(m.value).dtype is torch.float32 and config.cpp_half_blocks)
 
 
 def _narrowed(m, var, plan) -> bool:

@@ -320,8 +320,9 @@ class CppKernel:
         updated: set = set()  # accumulators folded already (members that share one)
         for m in self.members_at(level):
             if m.reduce_op is None:
-                stage = self.row_stream.stage_of(m) if self.row_stream and narrow is not None else None
-                self.compute(m, printer, indent, stage=stage, float_stage=halves and halves.stage_of(m))
+                stream = self.row_stream if self.row_stream and narrow is not None else None
+                wide = (halves and halves.stage_of(m)) or (stream and stream.float_stage_of(m))
+                self.compute(m, printer, indent, stage=stream and stream.stage_of(m), float_stage=wide)
                 continue
             acc = self.accs[m.name]
             value = printer(m.value)

@@ -159,6 +159,7 @@ class RowStream:
         self.kernel = kernel
         self.members: list = []
         self.stages: dict = {}  # member name -> its scratch array
+        self.wide: dict = {}  # float16 member name -> its float scratch array (``halves``)
         self.level = None  # the row's last loop, where there is something to stream
         plan = kernel.plan
         if len(plan.reduce) != 1 or not plan.outer or plan.columns:  # (column sums: a region of their own)
@@ -173,6 +174,7 @@ class RowStream:
         self.members = [m for m in plan.members if m.level == last and m.reduce_op is None
                         and _streamable(plan, m, r)]
         self.stages = {m.name: f"stage{i}" for i, m in enumerate(self.members)}
+        self.wide = {m.name: f"fstage{i}" for i, m in enumerate(self.members) if narrows_half(m)}
         self.level = last if self.members else None
 
     @property
@@ -182,6 +184,11 @@ class RowStream:
     def stage_of(self, member) -> str | None:
         """The scratch element ``member`` is stored into in a block, or None (in place)."""
         return f"{self.stages[member.name]}[l]" if member.name in self.stages else None
+
+    def float_stage_of(self, member) -> str | None:
+        """The float scratch element of a float16 ``member``, narrowed into its stage at the
+        block's end, or None."""
+        return f"{self.wide[member.name]}[l]" if member.name in self.wide else None
 
     def open_region(self, indent: str) -> str:
         return _open_region(self.kernel, indent)
@@ -194,9 +201,13 @@ class RowStream:
         """Each streamed member's scratch array (a block of lanes)."""
         for m in self.members:
             self.kernel.emitter.emit(indent, f"alignas(64) {ctype(m.node.dtype)} {self.stages[m.name]}[{self.lanes}];")
+        for name in self.wide.values():
+            self.kernel.emitter.emit(indent, f"alignas(64) float {name}[{self.lanes}];")
 
     def flush(self, indent: str) -> None:
         """At the end of a block of the last loop: its staged values written."""
+        for name, wide in self.wide.items():
+            self.kernel.emitter.emit(indent, f"b_narrow_f16({wide}, {self.stages[name]}, {self.lanes});")
         _write_stages(self.kernel, self.members, self.stages, {self.r: "rb"}, indent, str(self.lanes))
 
     def close_region(self, indent: str) -> None:

@@ -4,8 +4,9 @@ The prelude's ``b_widen_f16`` / ``b_narrow_f16`` / ``b_round_f16`` take AVX-512'
 instructions where the build enables them and the portable bit arithmetic elsewhere. Each
 is built here for x86-64-v2 (no F16C), v3 (F16C, AVX2) and v4 (AVX-512), linked with
 ``-z defs``; the builds this machine can run convert all 65,536 halves and a million random
-floats plus every rounding boundary, bit for bit against eager (NaNs: NaN-ness only,
-eager's payloads differ by position), and round the floats through float16 and back. Then
+floats plus every rounding boundary and float denormals, bit for bit against eager (NaNs:
+NaN-ness only, eager's payloads differ by position), also with DAZ and FTZ set, and round
+the floats through float16 and back. Then
 row and pointwise kernels that convert in blocks, with tails, against eager.
 """
 import ctypes
@@ -49,6 +50,19 @@ extern "C" void round_trip(const float* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) b_round_f16(src + i, dst + i, 16);
   b_round_f16(src + i, dst + i, n - i);
+}
+// The same under DAZ and FTZ (MXCSR bits 6 and 15), restored after
+extern "C" void widen_flushing(const f16_t* src, float* dst, int64_t n) {
+  const unsigned saved = __builtin_ia32_stmxcsr();
+  __builtin_ia32_ldmxcsr(saved | 0x8040);
+  widen(src, dst, n);
+  __builtin_ia32_ldmxcsr(saved);
+}
+extern "C" void narrow_flushing(const float* src, f16_t* dst, int64_t n) {
+  const unsigned saved = __builtin_ia32_stmxcsr();
+  __builtin_ia32_ldmxcsr(saved | 0x8040);
+  narrow(src, dst, n);
+  __builtin_ia32_ldmxcsr(saved);
 }
 extern "C" int hardware() {  // the widest conversions the build takes
 #if defined(__AVX512F__)
@@ -98,10 +112,14 @@ def test_block_conversions_are_exact_at_each_isa_level(tmp_path, level):
     halves = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
     halves = torch.cat([halves, halves[-13:]])  # a tail of 8 and 5
     _same_bits(_call(lib.widen, halves, torch.float32), halves.float(), torch.int32)
+    _same_bits(_call(lib.widen_flushing, halves, torch.float32), halves.float(), torch.int32)
     generator = torch.Generator().manual_seed(11)
     bits = torch.randint(-2 ** 31, 2 ** 31, (1 << 20,), dtype=torch.int64, generator=generator)
-    floats = torch.cat([_boundaries(), bits.to(torch.int32).view(torch.float32), _boundaries()[:13]])
+    denormals = torch.randint(1, 1 << 23, (4096,), dtype=torch.int32, generator=generator)
+    floats = torch.cat([_boundaries(), bits.to(torch.int32).view(torch.float32), denormals.view(torch.float32),
+                        (denormals | -2 ** 31).view(torch.float32), _boundaries()[:13]])
     _same_bits(_call(lib.narrow, floats, torch.float16), floats.half(), torch.int16)
+    _same_bits(_call(lib.narrow_flushing, floats, torch.float16), floats.half(), torch.int16)
     _same_bits(_call(lib.round_trip, floats, torch.float32), floats.half().float(), torch.int32)
 
 

@@ -176,6 +176,9 @@ KNOBS = (
          "CPU: back fresh buffers of 4 MB and more with transparent huge pages (madvise), so that "
          "writing them faults once per 2 MB instead of once per 4 KB (runtime/pages.py)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
+    Knob("cpp_half_blocks", "BRAZE_CPP_HALF_BLOCKS", True, _flag,
+         "cpp kernels widen the float16 they read along their innermost loop, and narrow what they store, "
+         "a block of lanes at a time (F16C where the build has it; off: per element, in bit arithmetic)"),
     Knob("cpp_stream_min_bytes", "BRAZE_CPP_STREAM_MIN_BYTES", last_level_cache_bytes(), int,
          "cpp pointwise and row kernels that move at least this many bytes (default: the last-level "
          "cache size) write their outputs with non-temporal stores, so no line is read before it is "

@@ -48,7 +48,8 @@ from braze.codegen.cpp.colsums import ColumnSums
 from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.draws import BlockDraws
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
-from braze.codegen.cpp.lanes import TwoPass, emit_lanes, moment_keeps
+from braze.codegen.cpp.halves import BlockHalves, block_halves, float_of
+from braze.codegen.cpp.lanes import TwoPass, emit_lanes, merge_lanes, moment_keeps
 from braze.codegen.cpp.pointwise import emit_pointwise
 from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.scatter import emit_scatter
@@ -223,13 +224,16 @@ class CppKernel:
                     printer(e)
 
     def compute(self, member: Member, printer: CPrinter, indent: str, store_guard: str = "",
-                exprs: tuple | None = None, stage: str | None = None) -> str:
+                exprs: tuple | None = None, stage: str | None = None, float_stage: str | None = None) -> str:
         """Compute a member (``exprs``: its value and store rewritten) and store it (into
-        ``stage``, an element of a scratch array, instead: ``streams``); gives its value."""
+        ``stage``, an element of a scratch array, instead: ``streams``; its float32 value into
+        ``float_stage``: ``halves``); gives its value."""
         value_expr, store = exprs or (member.value, member.store)
         value = printer(value_expr)
         self.values[member.name] = value
-        if store is not None:
+        if float_stage:
+            self.emitter.emit(indent, f"{float_stage} = {printer(float_of(value_expr))};")
+        elif store is not None:
             dtype = member.value_dtype
             stored = convert(value, dtype, member.node.dtype) if dtype != member.node.dtype else value
             where = stage or f"{member.target}[{printer(store)}]"
@@ -302,12 +306,13 @@ class CppKernel:
         return all(n.arg in self.values for n in walk(e) if n.op is Op.VALUE)
 
     def lane_body(self, level: int, indent: str, lane: str, block: tuple[str, str] | None = None,
-                  narrow: dict[int, Accumulator] | None = None, drawn: dict[int, str] | None = None) -> None:
+                  narrow: dict[int, Accumulator] | None = None, drawn: dict[int, str] | None = None,
+                  halves: BlockHalves | None = None) -> None:
         """One element of a reduce loop at ``level``, folded into lane ``lane`` of each
         accumulator; ``block``: (count, 1/count) of a block, for Welford; ``narrow``:
         id(accumulator) -> the float partial to fold into instead (``lanes.emit_lanes``);
         ``drawn``: what the block's head computed for it (random values, ``draws``;
-        library calls, ``calls``)."""
+        library calls, ``calls``; float16 widened, ``halves``, whose stores it stages)."""
         printer = self.printer(indent)
         printer.memo.update(self._lane_preset(level))
         printer.memo.update(drawn or {})
@@ -315,8 +320,9 @@ class CppKernel:
         updated: set = set()  # accumulators folded already (members that share one)
         for m in self.members_at(level):
             if m.reduce_op is None:
-                stage = self.row_stream.stage_of(m) if self.row_stream and narrow is not None else None
-                self.compute(m, printer, indent, stage=stage)
+                stream = self.row_stream if self.row_stream and narrow is not None else None
+                wide = (halves and halves.stage_of(m)) or (stream and stream.float_stage_of(m))
+                self.compute(m, printer, indent, stage=stream and stream.stage_of(m), float_stage=wide)
                 continue
             acc = self.accs[m.name]
             value = printer(m.value)
@@ -381,61 +387,57 @@ class CppKernel:
         if block_count:
             self.emitter.emit(indent, "double blocks = 0;  // every lane has seen this many elements")
         inner = self.open_loops(outer_r, indent)
-        head, body = self._lane_block(level, lanes, last, block_count)
+        head, body, foot = self._lane_block(level, lanes, last, block_count)
         shared = distribute and not outer_r
         partials = [] if distribute else self.wide_sums(level)
-        foot = self.row_stream.flush if self.row_stream and level == self.row_stream.level else None
         emit_lanes(self, inner, last, lanes, body, partials, head,
                    "#pragma omp for schedule(static)" if shared else "", "if (tid == 0) " if shared else "", foot,
                    spread_tail=not outer_r)  # (inside other reduce loops a short tail runs often: as it was)
         self.close_loops(len(outer_r), inner)
 
     def _lane_block(self, level: int, lanes: int, last, block_count: bool) -> tuple:
-        """The ``head`` and ``body`` of ``emit_lanes`` for a reduce loop over ``last``: the
-        block's prefetches, random draws or library calls, and Welford's block count."""
+        """The ``head``, ``body`` and ``foot`` of ``emit_lanes`` for a reduce loop over ``last``:
+        the block's prefetches, float16 conversions, random draws or library calls, Welford's
+        block count, and the stores staged for the foot."""
         draws = BlockDraws(self, self._level_exprs(level), last, lanes) if lanes >= 4 else None
         preset = self._lane_preset(level)
         pending = frozenset(m.name for m in self.members_at(level) + self.columns_at(level))
         calls = None if lanes < 4 or draws else block_calls(self, self._level_exprs(level), preset, lanes, last,
                                                             pending)
+        stream = self.row_stream if self.row_stream and level == self.row_stream.level else None
+        halves = block_halves(self, self._level_exprs(level), self.members_at(level), lanes, last, preset,
+                              frozenset(stream.stages) if stream else frozenset())
+        row_preset = {**self.hoisted, **self.row_invariants}
 
         def head(ind: str) -> None:
             self._prefetch(level, ind)
+            if halves:
+                halves.emit_head(ind, row_preset)
             if draws:
                 draws.emit_head(ind)
             if calls:
-                calls.emit_head(ind, preset)
+                calls.emit_head(ind, {**preset, **halves.memo()} if halves else preset)
             if block_count:
                 self.emitter.emit(ind, "blocks += 1;")
                 self.emitter.emit(ind, "const double inv_blocks = 1.0 / blocks;")
 
         def body(ind: str, narrow: dict | None) -> None:
             block = ("blocks", "inv_blocks") if block_count and narrow is not None else None
-            block_memo = None if narrow is None else (draws.memo() if draws else calls.memo() if calls else None)
-            self.lane_body(level, ind, "l", block, narrow, block_memo)
-        return head, body
+            block_memo = None if narrow is None else {**(halves.memo() if halves else {}),
+                                                      **(draws.memo() if draws else calls.memo() if calls else {})}
+            self.lane_body(level, ind, "l", block, narrow, block_memo, halves if narrow is not None else None)
+
+        def foot(ind: str) -> None:
+            if stream:
+                stream.flush(ind)
+            if halves:
+                halves.flush(ind, row_preset)
+        return head, body, foot if stream or halves else None
 
     def wide_sums(self, level: int) -> list[Accumulator]:
         """The accumulators of ``level`` that sum float32 in double."""
         found = {id(self.accs[m.name]): self.accs[m.name] for m in self.members_at(level) if m.reduce_op}
         return [a for a in found.values() if a.wide and a.family == "sum"]
-
-    def merge_lanes(self, accs: list[Accumulator], lanes: int, indent: str) -> None:
-        """Fold the lanes of each accumulator into lane 0, as a tree: lane ``l + w`` into
-        lane ``l`` for ``w`` = lanes / 2, ..., 1, each level one vector step, where lanes 1 ..
-        15 into lane 0 one by one were a chain of 15 dependent steps (a row of 31 elements
-        spent more on it than on its elements). Every merge keeps eager's numerics: NaN
-        propagates, an arg-reduction's tie goes to the lower index (``combine``)."""
-        em = self.emitter
-        if lanes <= 1 or not accs:
-            return
-        width = lanes // 2
-        while width >= 1:
-            for lane in range(width):
-                for acc in accs:
-                    em.emit_lines(indent, acc.combine(lambda s, a=acc, k=lane: f"{a.field(s)}[{k}]",
-                                                      lambda s, a=acc, k=lane + width: f"{a.field(s)}[{k}]"))
-            width //= 2
 
     def set_results(self, level: int, at_of: Callable[[Accumulator], Callable[[str], str]]) -> None:
         """Bind the values of the reductions finished at ``level``: ``at_of(acc)`` maps a
@@ -494,7 +496,7 @@ class CppKernel:
         self.declare(moments.accs, lanes, indent)
         self._hoist_row_invariants(level, indent)
         self.reduce_loops(level, indent, lanes)
-        self.merge_lanes(moments.accs, lanes, indent)
+        merge_lanes(self, moments.accs, lanes, indent)
         moments.emit_second_pass(indent, lanes)
         self.set_results(level, lambda acc: (lambda s: f"{acc.field(s)}[0]"))
         self.store_results(level, indent)

@@ -1,6 +1,7 @@
 """The lane loops of the C++ backend's row kernels, and their moments in two passes.
 
 Takes: a ``CppKernel`` (shape ``row``, or ``split`` for ``emit_lanes``). Gives:
+- ``merge_lanes``: a block's lanes folded into lane 0, as a tree.
 - ``emit_lanes``: one loop over the innermost reduce variable, in blocks of ``lanes``
   elements (``omp simd`` across the block, one accumulator per lane), then the tail
   element by element. A wide sum (float32 accumulated in double) folds each block into
@@ -65,6 +66,24 @@ def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[
         _close_chunks(kernel, indent, inner, partials, narrow, lanes)
     if symbols.possible(main, "<", var.size):
         _emit_tail(kernel, indent, var, main, body, tail_guard, spread_tail)
+
+
+def merge_lanes(kernel: CppKernel, accs: list[Accumulator], lanes: int, indent: str) -> None:
+    """Fold the lanes of each accumulator into lane 0, as a tree: lane ``l + w`` into
+    lane ``l`` for ``w`` = lanes / 2, ..., 1, each level one vector step, where lanes 1 ..
+    15 into lane 0 one by one were a chain of 15 dependent steps (a row of 31 elements
+    spent more on it than on its elements). Every merge keeps eager's numerics: NaN
+    propagates, an arg-reduction's tie goes to the lower index (``combine``)."""
+    em = kernel.emitter
+    if lanes <= 1 or not accs:
+        return
+    width = lanes // 2
+    while width >= 1:
+        for lane in range(width):
+            for acc in accs:
+                em.emit_lines(indent, acc.combine(lambda s, a=acc, k=lane: f"{a.field(s)}[{k}]",
+                                                  lambda s, a=acc, k=lane + width: f"{a.field(s)}[{k}]"))
+        width //= 2
 
 
 def _emit_tail(kernel: CppKernel, indent: str, var, main, body, tail_guard: str, spread: bool) -> None:
@@ -192,7 +211,7 @@ class TwoPass:
             em.emit(ind, f"const {t} d_ = {kept}[{r.name}] - {mean};")
             em.emit_lines(ind, target.update(lambda s: f"{target.field(s)}[l]", "d_ * d_", None))
         emit_lanes(kernel, indent, r, lanes, body, [squares] if squares.wide else [], spread_tail=True)
-        kernel.merge_lanes([squares], lanes, indent)
+        merge_lanes(kernel, [squares], lanes, indent)
         m2 = f"(({t}){squares.field('v')}[0])"
         for m in members:
             kernel.moments[m.name] = mean if m.reduce_op is ReduceOp.WELFORD_MEAN else m2

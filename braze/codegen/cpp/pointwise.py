@@ -3,7 +3,8 @@
 Takes: a ``CppKernel`` of shape ``pointwise``. Gives: ``emit_pointwise(kernel)``, its
 loops: the outer loops in parallel, the innermost one ``omp simd``; or, where it pays,
 the innermost loop cut into pieces where a condition on its index flips (``pieces``),
-in blocks whose random numbers are drawn together (``draws``), or with its outputs
+in blocks whose random numbers are drawn together (``draws``) or whose float16 loads
+and stores are converted together (``halves``), or with its outputs
 streamed around the cache (``streams``). A kernel with no loop (a scalar) is one block.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from braze.codegen.cpp.draws import BlockDraws
+from braze.codegen.cpp.halves import BlockHalves, block_halves
 from braze.codegen.cpp.lanes import emit_lanes
 from braze.codegen.cpp.pieces import over_piece, piece_name, piece_var, pieces
 from braze.codegen.cpp.streams import emit_streamed, streamed
@@ -32,14 +34,15 @@ def emit_pointwise(kernel: CppKernel) -> None:
     if stream:
         emit_streamed(kernel, stream)
         return
-    if len(loops) == 1 and not draws:
+    halves = None if cuts else _pointwise_halves(kernel)
+    if len(loops) == 1 and not draws and not halves:
         em.emit(indent, kernel.parallel(1, simd=True))
     elif len(loops) > 1:
         em.emit(indent, kernel.parallel(len(loops) - 1))
     inner = kernel.open_loops(loops[:-1], indent)
-    if cuts or draws:
-        if draws:
-            _pointwise_blocks(kernel, inner, draws)
+    if cuts or draws or halves:
+        if draws or halves:
+            _pointwise_blocks(kernel, inner, draws, halves)
         for lo, hi in cuts:
             _pointwise_piece(kernel, inner, lo, hi)
         kernel.close_loops(len(loops) - 1, inner)
@@ -89,19 +92,41 @@ def _pointwise_draws(kernel: CppKernel, cuts) -> BlockDraws | None:
     return BlockDraws(kernel, kernel.plan.expressions(), loops[-1], lanes)
 
 
-def _pointwise_blocks(kernel: CppKernel, indent: str, draws: BlockDraws) -> None:
-    """The innermost loop in blocks of lanes, each block's random words drawn first."""
+def _pointwise_halves(kernel: CppKernel) -> BlockHalves | None:
+    """The float16 loads and stores the innermost loop converts a block of lanes at a time
+    (``halves``), if it runs whole and not inside a foreach kernel's parallel region."""
+    loops = kernel.plan.outer
+    if not loops or kernel.nested:
+        return None
+    return block_halves(kernel, kernel.plan.expressions(), kernel.plan.members, kernel.lanes_for(loops[-1].size),
+                        loops[-1], kernel.hoisted)
+
+
+def _pointwise_blocks(kernel: CppKernel, indent: str, draws: BlockDraws | None, halves: BlockHalves | None) -> None:
+    """The innermost loop in blocks of lanes, each block's random words drawn and float16
+    loads widened first, its float16 stores narrowed last."""
     plan = kernel.plan
+
+    def head(ind: str) -> None:
+        if halves:
+            halves.emit_head(ind, kernel.hoisted)
+        if draws:
+            draws.emit_head(ind)
 
     def body(ind: str, narrow: dict | None) -> None:
         printer = kernel.printer(ind)
         if narrow is not None:
-            printer.memo.update(draws.memo())
+            printer.memo.update({**(halves.memo() if halves else {}), **(draws.memo() if draws else {})})
         kernel.preload(plan.members, printer)
         for m in plan.members:
-            kernel.compute(m, printer, ind)
+            kernel.compute(m, printer, ind, float_stage=halves.stage_of(m) if halves and narrow is not None else None)
+
+    def foot(ind: str) -> None:
+        halves.flush(ind, kernel.hoisted)
     pragma = kernel.parallel(1) if len(plan.outer) == 1 else ""
-    emit_lanes(kernel, indent, plan.outer[-1], draws.lanes, body, head=draws.emit_head, pragma=pragma)
+    lanes = draws.lanes if draws else halves.lanes
+    emit_lanes(kernel, indent, plan.outer[-1], lanes, body, head=head, pragma=pragma,
+               foot=foot if halves and halves.stores else None)
 
 
 def _pointwise_piece(kernel: CppKernel, indent: str, lo: int, hi: int) -> None:

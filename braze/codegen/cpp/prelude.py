@@ -5,8 +5,9 @@ eager PyTorch: NaN-propagating max/min, Python-style floor division and modulo,
 integer division that never traps (a zero divisor gives 0), the run-time checks' report, shifts defined for
 every count, bf16 rounding to nearest even, and ``omp declare simd`` lines that
 let GCC call glibc's vector math (libmvec) inside SIMD loops, and an exact
-vector fmod of floats (AVX2 and AVX-512) and the non-temporal stores of ``streams`` in the
-translation units that call them.
+vector fmod of floats (AVX2 and AVX-512), the non-temporal stores of ``streams`` and the
+float16 block conversions of ``halves`` (F16C where the build has it) in the translation
+units that call them.
 """
 
 _TEMPLATE = r"""
@@ -369,6 +370,60 @@ BRAZE_INLINE void b_stream(void* dst, const void* src, int64_t bytes) { __builti
 BRAZE_INLINE void b_stream_fence() {}
 #endif
 """
+_HALF_BLOCKS = r"""
+// n float16 values widened into floats, n floats narrowed into float16, and n floats rounded
+// through float16 (codegen/cpp/halves.py): 16 at a time by AVX-512's and 8 at a time by F16C's
+// vcvtph2ps / vcvtps2ph where the build has them (GCC 12 turns no loop of conversions into
+// them), the rest and builds without F16C by f16_to_f32 and f32_to_f16. All ways are exact
+// and agree bit for bit but in NaN payloads (eager's own differ by position); the
+// instructions read no MXCSR state here: the immediate 0 rounds to nearest even, and they
+// ignore DAZ and FTZ.
+#if defined(__F16C__)
+typedef short b_h8_u __attribute__((vector_size(16), aligned(2)));
+typedef float b_f8_u __attribute__((vector_size(32), aligned(4)));
+BRAZE_INLINE b_f8_u b_widen8(const f16_t* src) { return __builtin_ia32_vcvtph2ps256(*(const b_h8_u*)src); }
+BRAZE_INLINE b_h8_u b_narrow8(const float* src) { return __builtin_ia32_vcvtps2ph256(*(const b_f8_u*)src, 0); }
+#endif
+#if defined(__AVX512F__)
+typedef short b_h16_u __attribute__((vector_size(32), aligned(2)));
+typedef float b_f16_u __attribute__((vector_size(64), aligned(4)));
+BRAZE_INLINE b_f16_u b_widen16(b_h16_u h) { return __builtin_ia32_vcvtph2ps512_mask(h, (b_f16_u){}, 0xffff, 4); }
+BRAZE_INLINE b_h16_u b_narrow16(const float* src) {
+  return __builtin_ia32_vcvtps2ph512_mask(*(const b_f16_u*)src, 0, (b_h16_u){}, 0xffff);
+}
+#endif
+BRAZE_INLINE void b_widen_f16(const f16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) *(b_f16_u*)(dst + i) = b_widen16(*(const b_h16_u*)(src + i));
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) *(b_f8_u*)(dst + i) = b_widen8(src + i);
+#endif
+  for (; i < n; i++) dst[i] = f16_to_f32(src[i]);
+}
+BRAZE_INLINE void b_narrow_f16(const float* src, f16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) *(b_h16_u*)(dst + i) = b_narrow16(src + i);
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) *(b_h8_u*)(dst + i) = b_narrow8(src + i);
+#endif
+  for (; i < n; i++) dst[i] = f32_to_f16(src[i]);
+}
+// x.half() of a float32 input, read on as float32
+BRAZE_INLINE void b_round_f16(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) *(b_f16_u*)(dst + i) = b_widen16(b_narrow16(src + i));
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) *(b_f8_u*)(dst + i) = __builtin_ia32_vcvtph2ps256(b_narrow8(src + i));
+#endif
+  for (; i < n; i++) dst[i] = f16_to_f32(f32_to_f16(src[i]));
+}
+"""
 _HEAD = _TEMPLATE.replace("{VECTOR_MATH}", _vector_math())
 _FLOAT_FMOD_USERS = ("b_fmodf(", "f_mod(", "f_floordiv(")
 
@@ -412,8 +467,10 @@ BRAZE_INLINE void b_transpose_tile32(const void* from, void* to, int64_t edge, i
 
 def prelude(kernels_source: str) -> str:
     """The prelude for these kernels: the vector float fmod (a noticeable share of a
-    build's compile time), streaming stores and tile transposes only where they call them."""
+    build's compile time), streaming stores, float16 blocks and tile transposes only where
+    they call them."""
     uses = any(name in kernels_source for name in _FLOAT_FMOD_USERS)
     head = _HEAD.replace("{FLOAT_FMOD}", _VECTOR_FMOD if uses else _SCALAR_FMOD)
     head += _STREAM if "b_stream(" in kernels_source else ""
+    head += _HALF_BLOCKS if any(f"b_{way}_f16(" in kernels_source for way in ("widen", "narrow", "round")) else ""
     return head + _TRANSPOSE if "b_transpose_tile32(" in kernels_source else head

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from braze.codegen.cpp.lanes import merge_lanes
+
 if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
 
@@ -39,7 +41,7 @@ def emit_split(kernel: CppKernel) -> None:
         accs = list({id(kernel.accs[m.name]): kernel.accs[m.name] for m in members if m.reduce_op}.values())
         kernel.declare(accs, lanes, body)
         kernel.reduce_loops(level, body, lanes, distribute=True)
-        kernel.merge_lanes(accs, lanes, body)
+        merge_lanes(kernel, accs, lanes, body)
         _share_partials(kernel, accs, body)
         kernel.set_results(level, lambda acc: (lambda s: f"f_{acc.field(s)}"))
         kernel.store_results(level, body, guard="if (tid == 0) ")

@@ -4,7 +4,8 @@ Takes: a ``CppKernel`` of shape ``pointwise`` or ``row``. Gives:
 - ``streamed(kernel)``: the members of a pointwise kernel whose stores go around the
   cache (or []), and ``emit_streamed(kernel, members)``, its loops with those members
   computed a block at a time into scratch arrays that ``b_stream`` (prelude) then
-  writes with non-temporal stores;
+  writes with non-temporal stores (float16 loads widened and stores narrowed a block at a
+  time: ``halves``);
 - ``RowStream(kernel)``: the same for the values a row kernel's last loop stores along
   the row (RMSNorm's and LayerNorm's outputs), a block of lanes at a time (their write
   prefetches dropped).
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from braze import config
 from braze.codegen.cpp.calls import LIBRARY_CALLS
 from braze.codegen.cpp.exprs import ctype
+from braze.codegen.cpp.halves import block_halves, narrows_half
 from braze.ir import simplify as S
 from braze.ir.expr import free_vars, walk
 
@@ -107,14 +109,29 @@ def emit_streamed(kernel: CppKernel, members: list) -> None:
     em.emit(body, f"const int64_t zn = {count};")
     for m in members:
         em.emit(body, f"alignas(64) {ctype(m.node.dtype)} {stages[m.name]}[{BLOCK}];")
+    halves = block_halves(kernel, plan.expressions(), plan.members, BLOCK, z, kernel.hoisted, frozenset(stages),
+                          count="zn", start="zb")
+    narrowed = {m.name: f"f{stages[m.name]}" for m in members if narrows_half(m)}
+    for name in narrowed.values():
+        em.emit(body, f"alignas(64) float {name}[{BLOCK}];")
+    if halves:
+        halves.emit_head(body, kernel.hoisted)
     em.emit(body, "#pragma omp simd")
     em.emit(body, "for (int64_t l = 0; l < zn; l++) {")
     em.emit(element, f"const int64_t {z.name} = zb + l;")
     printer = kernel.printer(element)
+    printer.memo.update(halves.memo() if halves else {})
     kernel.preload(plan.members, printer)
     for m in plan.members:
-        kernel.compute(m, printer, element, stage=f"{stages[m.name]}[l]" if m.name in stages else None)
+        narrow = f"{narrowed[m.name]}[l]" if m.name in narrowed else halves and halves.stage_of(m)
+        kernel.compute(m, printer, element, stage=f"{stages[m.name]}[l]" if m.name in stages else None,
+                       float_stage=narrow)
     em.emit(body, "}")
+    if halves:
+        halves.flush(body, kernel.hoisted)
+    for m in members:
+        if m.name in narrowed:
+            em.emit(body, f"b_narrow_f16({narrowed[m.name]}, {stages[m.name]}, zn);")
     _write_stages(kernel, members, stages, {z: "zb"}, body, "zn")
     em.emit(inner, "}")
     kernel.close_loops(len(loops) - 1, inner)
@@ -142,6 +159,7 @@ class RowStream:
         self.kernel = kernel
         self.members: list = []
         self.stages: dict = {}  # member name -> its scratch array
+        self.wide: dict = {}  # float16 member name -> its float scratch array (``halves``)
         self.level = None  # the row's last loop, where there is something to stream
         plan = kernel.plan
         if len(plan.reduce) != 1 or not plan.outer or plan.columns:  # (column sums: a region of their own)
@@ -156,6 +174,7 @@ class RowStream:
         self.members = [m for m in plan.members if m.level == last and m.reduce_op is None
                         and _streamable(plan, m, r)]
         self.stages = {m.name: f"stage{i}" for i, m in enumerate(self.members)}
+        self.wide = {m.name: f"fstage{i}" for i, m in enumerate(self.members) if narrows_half(m)}
         self.level = last if self.members else None
 
     @property
@@ -165,6 +184,11 @@ class RowStream:
     def stage_of(self, member) -> str | None:
         """The scratch element ``member`` is stored into in a block, or None (in place)."""
         return f"{self.stages[member.name]}[l]" if member.name in self.stages else None
+
+    def float_stage_of(self, member) -> str | None:
+        """The float scratch element of a float16 ``member``, narrowed into its stage at the
+        block's end, or None."""
+        return f"{self.wide[member.name]}[l]" if member.name in self.wide else None
 
     def open_region(self, indent: str) -> str:
         return _open_region(self.kernel, indent)
@@ -177,9 +201,13 @@ class RowStream:
         """Each streamed member's scratch array (a block of lanes)."""
         for m in self.members:
             self.kernel.emitter.emit(indent, f"alignas(64) {ctype(m.node.dtype)} {self.stages[m.name]}[{self.lanes}];")
+        for name in self.wide.values():
+            self.kernel.emitter.emit(indent, f"alignas(64) float {name}[{self.lanes}];")
 
     def flush(self, indent: str) -> None:
         """At the end of a block of the last loop: its staged values written."""
+        for name, wide in self.wide.items():
+            self.kernel.emitter.emit(indent, f"b_narrow_f16({wide}, {self.stages[name]}, {self.lanes});")
         _write_stages(self.kernel, self.members, self.stages, {self.r: "rb"}, indent, str(self.lanes))
 
     def close_region(self, indent: str) -> None:

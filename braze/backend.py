@@ -41,7 +41,7 @@ from braze.ir.traced import copy_graph
 from braze.decompositions import table
 from braze.lower import LoweringError, graph_device
 from braze.runtime import trace_cache
-from braze.runtime.guard import guarded
+from braze.runtime.guard import guarded, mutated_inputs
 
 aten = torch.ops.aten
 log = logging.getLogger(__name__)
@@ -184,9 +184,10 @@ def _compile_boxed(kind: str, options: dict, saved: _SavedLayouts, scope: Scope,
             return _FirstCall(gm, kind, options, scope)
         if _has_symbolic_sizes(gm):
             try:
-                return _symbolic(gm, kind, options, eager, scope)
+                call = _symbolic(gm, kind, options, eager, scope)
             except Exception as exc:  # (setting up the variants, before any compile): run eagerly
                 return _fail(gm, kind, exc)
+            return _per_shape_cudagraphs(call, gm, kind)
         _eager_strides(gm, kind, eager)
         call = compile_or_fallback(gm, kind, _visible_outputs() if kind == "forward" else None, scope=scope)
         compiled = getattr(call, "compiled", None)
@@ -209,8 +210,6 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
     """A graph with symbolic sizes: compiled once per size class where the target takes
     sizes as arguments (``runtime/symbolic.py``), else once per concrete shape (from a copy
     of the graph as traced: the per-shape compiles propagate concrete sizes through it)."""
-    if config.cudagraphs:
-        warnings.warn("braze: not using CUDA graphs for a graph with symbolic sizes", stacklevel=3)
     traced = copy_graph(gm)
 
     def per_shape():
@@ -251,6 +250,16 @@ def _with_cudagraphs(call, static_inputs: list):
         from braze.runtime import cudagraphs
         return cudagraphs.wrap(call, call.compiled, static_inputs)
     return call
+
+
+def _per_shape_cudagraphs(call, gm: torch.fx.GraphModule, kind: str):
+    """A graph with symbolic sizes replayed through CUDA graphs, one set of captures per
+    concrete shape (``runtime/cudagraphs.PerShape``), when asked for and on a GPU."""
+    if not config.cudagraphs or graph_device(gm).type != "cuda":
+        return call
+    from braze.runtime import cudagraphs
+    return cudagraphs.per_shape(call, f"a {kind} graph with symbolic sizes", _static_inputs(gm, kind),
+                                mutated_inputs(gm))
 
 
 class _FirstCall:

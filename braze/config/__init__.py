@@ -188,6 +188,9 @@ KNOBS = (
          "triton: most tensors one foreach kernel updates (its compile time grows faster than that); "
          "longer runs are split into kernels of about equal length"),
     Knob("cudagraphs", "BRAZE_CUDAGRAPHS", False, _flag, "triton: replay compiled graphs through CUDA graphs"),
+    Knob("cudagraph_shapes", "BRAZE_CUDAGRAPH_SHAPES", 8, int,
+         "triton, cudagraphs: a graph with symbolic sizes keeps captures for this many concrete shapes "
+         "(the least recently used dropped with its memory)"),
     Knob("triton_compile_check", "BRAZE_TRITON_COMPILE_CHECK", 0, int,
          "triton on CPU tensors (the interpreter): also compile each kernel for this GPU architecture "
          "(90: sm_90) without a GPU, so that a program Triton's compiler rejects but its interpreter "

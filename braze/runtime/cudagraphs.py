@@ -22,15 +22,21 @@ the first-call guard (``runtime/guard.py``): the warm-up is the graph's first ru
 so a kernel failing there makes the graph eager (captured as such), and under
 ``config.strict`` its ``BrazeError`` reaches the caller.
 
+A graph with symbolic sizes is captured per concrete shape of its arguments, on
+demand (``PerShape``): at most ``config.cudagraph_shapes`` shapes are kept, the least
+recently used dropped with its memory.
+
 Graphs that cannot be captured run as usual, after one message saying why: CPU
-tensors, or a failed capture (an op that synchronizes with the host); symbolic sizes
-are refused before (``backend.py``).
+tensors, or a failed capture (an op that synchronizes with the host).
 """
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 
 import torch
+
+from braze import config
 
 
 def why_not_capturable(compiled) -> str | None:
@@ -61,6 +67,45 @@ def input_roles(args, static: set, mutated: set) -> tuple:
     in_place = [k for k in tensors if k in static]
     copied = [k for k in tensors if k not in static]
     return in_place, copied, [k for k in copied if k in mutated]
+
+
+def per_shape(call, name: str, static_indices, mutated) -> object:
+    """CUDA graphs for a graph with symbolic sizes (``call``: its variants' dispatcher):
+    a ``Replayer`` per concrete shape (``PerShape``)."""
+    runner = PerShape(call, name, set(static_indices or ()), set(mutated), config.cudagraph_shapes)
+    runner._boxed_call = True
+    return runner
+
+
+class PerShape:
+    """A ``Replayer`` for each concrete shape of the arguments (their sizes and strides, and
+    the integers among them: a capture holds every address and size), made at the first
+    call of that shape. At most ``limit`` are kept: the least recently used is dropped, and
+    with it its captures and their memory, so memory stays bounded however many sizes
+    come. A capture that fails for one shape (a host synchronization) would fail for all:
+    the graph then runs without CUDA graphs."""
+
+    def __init__(self, call, name: str, static: set, mutated: set, limit: int, graphs=None):
+        self.call, self.name, self.static, self.mutated = call, name, static, mutated
+        self.limit, self.graphs = max(1, limit), graphs
+        self.replayers: OrderedDict = OrderedDict()
+        self.failed = False
+
+    def __call__(self, args):
+        if self.failed:
+            return self.call(args)
+        key = tuple((tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor) else a for a in args)
+        replayer = self.replayers.pop(key, None)
+        if replayer is None:
+            shape = ", ".join(str(list(k[0])) for k in key if isinstance(k, tuple))
+            replayer = Replayer(self.call, f"{self.name} at ({shape})", set(self.static), self.mutated,
+                                self.graphs)
+            while len(self.replayers) >= self.limit:
+                self.replayers.popitem(last=False)
+        self.replayers[key] = replayer
+        outputs = replayer(args)
+        self.failed = replayer.failed
+        return outputs
 
 
 MAX_CAPTURES = 2  # per graph: a loop that keeps the last output while it computes the next needs two

@@ -289,3 +289,35 @@ def test_cudagraphs_capture_again_when_a_mutated_buffer_moves(replayers):
         assert torch.equal(f(x), model(x))
         assert torch.equal(compiled_model.total, model.total)
     assert sum(r.captures_made for r in replayers) == 2 and sum(r.replays for r in replayers) == 4
+
+
+# Graphs with symbolic sizes: captures per concrete shape, at most ``cudagraph_shapes`` kept.
+
+def test_per_shape_captures_each_shape_once_and_drops_the_least_recently_used():
+    from braze.runtime.cudagraphs import PerShape
+    runner = PerShape(lambda args: [args[0] * 2 + args[1]], "g", static=set(), mutated=set(), limit=2, graphs=Emulated())
+    for rows in (3, 5, 3, 3, 7, 5):  # 7 drops 5's captures (least recently used), 5 drops 3's
+        x, n = torch.randn(rows, 4), rows
+        torch.testing.assert_close(runner([x, n])[0], x * 2 + n)
+    assert list(runner.replayers) == [(((7, 4), (4, 1)), 7), (((5, 4), (4, 1)), 5)]
+    assert [(r.captures_made, r.replays) for r in runner.replayers.values()] == [(1, 0), (1, 0)]
+
+
+def test_per_shape_replays_a_shape_seen_before(replayers):
+    from braze.runtime.cudagraphs import PerShape
+    runner = PerShape(lambda args: [args[0].sin()], "g", set(), set(), limit=4, graphs=Emulated())
+    for rows in (2, 6, 2, 6, 2):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(runner([x])[0], x.sin())
+    assert [(r.captures_made, r.replays) for r in replayers] == [(1, 2), (1, 1)]
+
+
+@cuda_only
+def test_cudagraphs_with_symbolic_sizes_capture_per_shape(replayers):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.LayerNorm(32)).cuda()
+    f = torch.compile(model, backend="braze", options={"cudagraphs": True}, dynamic=True)
+    with torch.no_grad():
+        for rows in (8, 16, 8, 16, 24, 8):
+            x = torch.randn(rows, 32, device="cuda")
+            torch.testing.assert_close(f(x), model(x))
+    assert sum(r.captures_made for r in replayers) == 3 and sum(r.replays for r in replayers) == 3

@@ -172,6 +172,23 @@ def _copy(model):
     return copy.deepcopy(model)
 
 
+def _updates_like_eager(model, calls: int, make_input, moved_at: int | None = None) -> None:
+    """``calls`` calls of ``model`` and of a copy compiled with CUDA graphs: the same output,
+    parameters and buffers after each; at call ``moved_at`` every buffer of both gets new
+    storage (the same tensor objects: the old address is stale)."""
+    compiled_model = _copy(model)
+    f = torch.compile(compiled_model, backend="braze", options={"cudagraphs": True})
+    for call in range(calls):
+        if call == moved_at:
+            for mine, theirs in zip(compiled_model.buffers(), model.buffers()):
+                fresh = torch.randn_like(theirs)
+                mine.data, theirs.data = fresh.clone(), fresh.clone()
+        x = make_input()
+        assert torch.equal(f(x), model(x))
+        for mine, theirs in zip(compiled_model.state_dict().values(), model.state_dict().values()):
+            assert torch.equal(mine, theirs)
+
+
 def _train_like_eager(model, compiled, make_input, replayers, steps=4):
     """``steps`` training steps of ``model`` and its ``compiled`` copy: the same running
     statistics, gradients and outputs; the forward and backward graphs replayed (the
@@ -220,13 +237,7 @@ class Sgd(torch.nn.Module):
 
 @cuda_only
 def test_cudagraphs_update_parameters_and_buffers_in_place(replayers):
-    model = Sgd().cuda()
-    compiled_model = _copy(model)
-    f = torch.compile(compiled_model, backend="braze", options={"cudagraphs": True})
-    for _ in range(5):
-        g = torch.randn(64, device="cuda")
-        assert torch.equal(f(g), model(g))
-        assert torch.equal(compiled_model.p, model.p) and torch.equal(compiled_model.b, model.b)
+    _updates_like_eager(Sgd().cuda(), 5, lambda: torch.randn(64, device="cuda"))
     assert sum(r.captures_made for r in replayers) == 1 and sum(r.replays for r in replayers) == 4
 
 
@@ -277,17 +288,7 @@ class Accumulate(torch.nn.Module):
 
 @cuda_only
 def test_cudagraphs_capture_again_when_a_mutated_buffer_moves(replayers):
-    model = Accumulate().cuda()
-    compiled_model = _copy(model)
-    f = torch.compile(compiled_model, backend="braze", options={"cudagraphs": True})
-    for call in range(6):
-        if call == 3:  # new storage for the buffer (same tensor object): its old address is stale
-            fresh = torch.randn(16, device="cuda")
-            compiled_model.total.data = fresh.clone()
-            model.total.data = fresh.clone()
-        x = torch.randn(16, device="cuda")
-        assert torch.equal(f(x), model(x))
-        assert torch.equal(compiled_model.total, model.total)
+    _updates_like_eager(Accumulate().cuda(), 6, lambda: torch.randn(16, device="cuda"), moved_at=3)
     assert sum(r.captures_made for r in replayers) == 2 and sum(r.replays for r in replayers) == 4
 
 

@@ -287,10 +287,7 @@ def persistent_max(plan) -> int:
 
 def _row_itemsize(plan) -> int:
     rvars = set(plan.reduce)
-    sizes = [1]
-    for e in walk(plan.expressions()):
-        if e.op is Op.LOAD and free_vars(e.args[0]) & rvars:
-            sizes.append(plan.dtypes[e.arg].itemsize)
+    sizes = [1] + [plan.dtypes[name].itemsize for name, _ in _row_loads(plan)]
     for m in plan.members:
         if m.store is not None and free_vars(m.store) & rvars:
             sizes.append(plan.dtypes[m.target].itemsize)
@@ -393,10 +390,13 @@ def _welford(plan) -> bool:
 
 def _row_load_bytes(plan) -> int:
     """Bytes the plan loads per element of its reduced loop (distinct loads along it)."""
+    return sum(plan.dtypes[name].itemsize for name, _ in _row_loads(plan))
+
+
+def _row_loads(plan) -> set:
+    """The distinct loads along the reduced loops: ``(buffer, storage position)``."""
     rvars = set(plan.reduce)
-    loads = {(e.arg, e.args[0]) for e in walk(plan.expressions())
-             if e.op is Op.LOAD and free_vars(e.args[0]) & rvars}
-    return sum(plan.dtypes[name].itemsize for name, _ in loads)
+    return {(e.arg, e.args[0]) for e in walk(plan.expressions()) if e.op is Op.LOAD and free_vars(e.args[0]) & rvars}
 
 
 def _split(plan, orientation: str, device: DeviceInfo) -> Shape:

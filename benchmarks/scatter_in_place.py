@@ -5,7 +5,9 @@ Run: ``python -m benchmarks.scatter_in_place [--device cpu] [--rows 200000] [--k
 
 Takes: the device, the rows ``n`` of a float32 ``n×64`` input, the numbers of rows ``k``
 scattered, the in-place ops (``index_add_`` by default; ``view_index_add_`` adds ``k``
-elements through the flat view, ``x.view(-1).index_add_(0, idx, src)``) and on the CPU the
+elements through the flat view, ``x.view(-1).index_add_(0, idx, src)``; ``slice_index_add_``
+adds ``k`` rows into ``x[1:]``; ``slice_set`` assigns ``k`` rows, ``x[7:7 + k] = src``, as
+a cache update does) and on the CPU the
 thread count (by default torch's). Gives: a markdown table: per op and ``k``, the median ms
 of the update (``x.index_add_(0, idx, src)``, ...) in eager, Inductor and braze (each timed
 in interleaved rounds, ``benchmarks.measure``), and braze's kernels. A scatter in place
@@ -49,8 +51,18 @@ def _index_add_flat(x, idx, src):
     return x
 
 
+def _slice_index_add(x, idx, src):
+    x[1:].index_add_(0, idx, src)
+    return x
+
+
+def _slice_set(x, idx, src):
+    x[7:7 + src.shape[0]] = src
+    return x
+
+
 OPS = {"index_add_": _index_add, "index_put_": _index_put, "scatter_add_": _scatter_add, "index_copy_": _index_copy,
-       "view_index_add_": _index_add_flat}
+       "view_index_add_": _index_add_flat, "slice_index_add_": _slice_index_add, "slice_set": _slice_set}
 
 
 def main(argv=None) -> None:
@@ -76,7 +88,7 @@ def _row(fn, op: str, n: int, k: int, device: str) -> None:
     if op == "view_index_add_":  # k elements of the flat view
         idx, src = torch.randint(0, n * 64, (k,), device=device), torch.randn(k, device=device)
     else:
-        idx = torch.randint(0, n, (k,), device=device) if op != "index_copy_" else \
+        idx = torch.randint(0, n - 1, (k,), device=device) if op != "index_copy_" else \
             torch.randperm(n, device=device)[:k]
         src = torch.randn(k, 64, device=device)
     calls = {"eager": fn}

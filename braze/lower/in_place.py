@@ -17,14 +17,31 @@ the result copies the whole tensor again. Here a copy ``T = B`` goes when nothin
   back goes, and a graph output of the chain is ``A`` itself, as eager's ``copy_`` returns
   its destination (only where the FX output is that ``copy_``).
 
+Reads of ``B`` that cannot tell either: a value not stored read only by such scatters, and
+a scatter into ``T`` at distinct computed positions whose value reads ``B`` only at the very
+positions it writes (``x[:, :16] += y``: each element of ``B`` is read before it is
+written, once). A scatter that sets elements to themselves (``B[p] = B[p]``) goes too.
+
 A copy is exact when each of its elements lies at the storage position it has in ``B``:
 ``T = B`` with ``B``'s sizes and layout, or ``T`` reading ``B`` through a view whose index map
 lands every element where it lies in ``B`` (``x.view(-1)``, ``x.view(-1, 32)`` of a dense
 ``x``, ``x.t()`` stored transposed), both dense over the same elements. Removing such a copy
 reads and scatters into ``B`` through the view's index map, and a graph output of all of
 ``T`` becomes that view of ``B``: ``x.view(-1).index_add_(0, idx, v)`` scatters into ``x``.
-A view of part of ``B`` (a slice) keeps its copy. A value that is never stored and reads
-``B`` at its own indices is no copy at all: its readers read ``B``.
+A value that is never stored and reads ``B`` at its own indices is no copy at all: its
+readers read ``B``.
+
+A copy ``T`` of part of ``B`` (a slice: ``x[2:50].index_add_(...)``) that is scattered into
+and then put back where it came from becomes ``B`` seen through the slice when nothing else
+reads ``T`` or ``B``: the scatters write into ``B`` at the slice's positions. Put back is
+either the ``where`` of a ``slice_scatter(B, T)``, which then reads ``B`` at every position
+(a copy of ``B`` the rules above remove), or, where the update is copied back into an input,
+the scatter of ``T`` into a copy of ``B`` at the slice's positions that
+``braze.lower.scatter`` makes of such a ``slice_scatter``, which then sets ``B``'s elements
+to themselves. Each element of ``T`` lies at its own element of ``B`` (the slice's index map
+is one to one), and the scatters' indices are checked against ``T``'s extents, so no
+scatter writes outside the slice. A slice of a slice, or a slice of a select, is merged by
+``where``s over the outer part and keeps a pass over it.
 
 The scheduler orders several scatters into one buffer by program order, and a read of the
 buffer after the scatters that precede it (``fuse/schedule.py``). An extern call reading
@@ -38,7 +55,7 @@ import dataclasses
 import torch
 
 from braze.ir import symbols
-from braze.ir.expr import Expr, Op, load, rewrite, substitute
+from braze.ir.expr import Expr, Op, load, loads, rewrite, substitute
 from braze.ir.graph import ComputeNode, ExternNode, Graph, InputNode, out_vars
 
 aten = torch.ops.aten
@@ -46,17 +63,47 @@ aten = torch.ops.aten
 
 def scatter_in_place(graph: Graph, gm: torch.fx.GraphModule) -> int:
     removed = 0
-    while True:
-        found = _removable_copy(graph, gm)
-        if found is None:
-            return removed
-        copy, (base, view), copy_back = found
-        _rename(graph, copy, base, view)
-        for node in (copy, copy_back):
-            if node is not None:
-                graph.nodes.remove(node)
-                del graph.by_name[node.name]
+    while _drop_copy(graph, gm) or _drop_part_copy(graph) or _drop_idle_scatter(graph):
         removed += 1
+    return removed
+
+
+def _drop_copy(graph: Graph, gm) -> bool:
+    found = _removable_copy(graph, gm)
+    if found is None:
+        return False
+    copy, (base, view), copy_back = found
+    _rename(graph, copy, base, view)
+    _remove(graph, copy, copy_back)
+    return True
+
+
+def _drop_part_copy(graph: Graph) -> bool:
+    found = _part_copy(graph)
+    if found is None:
+        return False
+    copy, base, view = found
+    _rename(graph, copy, base, view)
+    _remove(graph, copy)
+    return True
+
+
+def _drop_idle_scatter(graph: Graph) -> bool:
+    """Remove a scatter that sets elements of its target to themselves (``B[p] = B[p]``)."""
+    for node in graph.nodes:
+        if isinstance(node, ComputeNode) and node.is_scatter and not node.accumulates:
+            value, *indices = node.body.args
+            if _one_to_one(indices) and _inlined(graph, value) is load(node.mutates, indices, value.dtype):
+                _remove(graph, node)
+                return True
+    return False
+
+
+def _remove(graph: Graph, *nodes) -> None:
+    for node in nodes:
+        if node is not None:
+            graph.nodes.remove(node)
+            del graph.by_name[node.name]
 
 
 def _removable_copy(graph: Graph, gm):
@@ -70,18 +117,144 @@ def _removable_copy(graph: Graph, gm):
         if copied is None or any(isinstance(n, ExternNode) for n in readers.get(copy.name, ())):
             continue
         base = copied[0]
-        others = [n for n in readers.get(base, ()) if n is not copy
-                  and not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == base
-                           and rank[n.name] < rank[copy.name])]
-        if others:
+        if not all(_harmless(graph, n, copy, copied, readers, rank) for n in readers.get(base, ())):
             continue
         source = graph.producer(base)
-        if isinstance(source, ComputeNode) and base not in outputs:
-            return copy, copied, None
+        if isinstance(source, ComputeNode) and base not in outputs or copy.layout is None and copied[1] is None:
+            return copy, copied, None  # (a value not stored is read where it is used: ``B`` itself)
         if isinstance(source, InputNode) and source.constant is None:
             copy_back = _copy_back(graph, copy.name, base, readers, rank)
             if copy_back is not None and _outputs_alias_input(graph, gm, copy.name, source):
                 return copy, copied, copy_back
+    return None
+
+
+def _harmless(graph: Graph, node, copy, copied: tuple, readers: dict, rank: dict) -> bool:
+    """May ``node``, a reader of ``B`` (``copied[0]``), read ``B`` when ``copy`` is ``B``
+    itself? The copy; a scatter into ``B`` before the copy; a scatter into the copy at
+    distinct computed positions that reads ``B`` only at the very positions it writes (``x[:,
+    :16] += y`` on a copy of ``x``: into ``B``, each element is read before it is written,
+    once); a value not stored that only such nodes read."""
+    base = copied[0]
+    if node is copy:
+        return True
+    if _unstored(node):
+        users = readers.get(node.name, ())
+        return bool(users) and all(_harmless(graph, n, copy, copied, readers, rank) for n in users)
+    if not (isinstance(node, ComputeNode) and node.is_scatter):
+        return False
+    if node.mutates == base:
+        return rank[node.name] < rank[copy.name]
+    if node.mutates != copy.name or copied[1] is not None:
+        return False
+    value, *indices = node.body.args
+    return _one_to_one(indices) and all(e.args == tuple(indices) for e in loads(_inlined(graph, value))
+                                        if e.arg == base)
+
+
+def _unstored(node) -> bool:
+    return isinstance(node, ComputeNode) and node.layout is None and not node.mutates and \
+        node.reduction is None and node.body is not None and not node.is_scatter and not node.is_scan
+
+
+def _inlined(graph: Graph, value: Expr) -> Expr:
+    """``value`` with its loads of values not stored replaced by what they compute."""
+    def visit(e, args):
+        source = graph.producer(e.arg) if e.op is Op.LOAD else None
+        if not _unstored(source):
+            return None
+        return _inlined(graph, substitute(source.body, dict(zip(out_vars(source.sizes), args))))
+    return rewrite(value, visit)
+
+
+def _one_to_one(indices) -> bool:
+    """Are ``indices`` a one-to-one map of the loop variables they use (each a variable, or a
+    variable plus a constant, or a constant; each variable once), loading nothing?"""
+    used = [_variable_of(i) for i in indices]
+    variables = [id(v) for v in used if v is not True]
+    return None not in used and len(variables) == len(set(variables))
+
+
+def _part_copy(graph: Graph):
+    """``(T, B, view)``: a stored copy ``T`` of part of buffer ``B``, ``T[y] = B[view(y)]``,
+    whose scatters can write ``B`` itself: besides those scatters, one node reads ``T``, and
+    it leaves ``B`` as the scatters made it (``_merges_back``); nothing else reads ``B``."""
+    readers = _readers(graph)
+    rank = {n.name: k for k, n in enumerate(graph.nodes)}
+    outputs = {o.buffer for o in graph.outputs if o.buffer is not None}
+    for copy in graph.nodes:
+        view = _slice_view(graph, copy)
+        if view is None or copy.name in outputs:
+            continue
+        base = copy.body.arg
+        merges = [n for n in readers.get(copy.name, ()) if not (n.is_scatter and n.mutates == copy.name)]
+        if len(merges) != 1:
+            continue
+        merge = _merges_back(graph, merges[0], copy, base, view, rank)
+        others = [n for n in readers.get(base, ()) if n not in (copy, merge, merges[0])
+                  and not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == base
+                           and rank[n.name] < rank[copy.name])]
+        if merge is not None and not others:
+            return copy, base, view
+    return None
+
+
+def _merges_back(graph: Graph, reader, copy, base: str, view, rank: dict):
+    """The node that reads ``base`` when ``reader``, the one reader of ``copy``, puts the
+    copy's elements back where they came from, else None. With ``copy`` read as ``base``
+    through ``view``, either ``reader`` is a load of ``base`` (the ``where`` of a
+    ``slice_scatter`` that merges the copy back), or it is a scatter that sets a later
+    exact copy of ``base`` at distinct positions to ``base`` at those very positions (an
+    update of a slice of an input, ``braze.lower.scatter``): that copy reads ``base``."""
+    if not isinstance(reader, ComputeNode) or reader.reduction is not None or reader.body is None:
+        return None
+    through = _through(copy, view)
+
+    def visit(e, args):
+        return load(base, through(args), e.dtype) if e.op is Op.LOAD and e.arg == copy.name else None
+    if not reader.is_scatter:
+        merged = rewrite(reader.body, visit)
+        return reader if not reader.mutates and merged.op is Op.LOAD and merged.arg == base else None
+    value, *indices = reader.body.args
+    target = graph.producer(reader.mutates)
+    if reader.accumulates or not _one_to_one(indices) or not isinstance(target, ComputeNode) or \
+            rewrite(value, visit) is not load(base, indices, value.dtype):
+        return None
+    exact = target.body is not None and not target.mutates and target.reduction is None and \
+        target.body is load(base, out_vars(target.sizes), target.dtype)
+    return target if exact and rank[target.name] > rank[copy.name] else None
+
+
+def _slice_view(graph: Graph, node):
+    """The indices into ``B`` of a stored copy ``node[x] = B[view(x)]`` of part of ``B``,
+    one to one (``_one_to_one``); else None."""
+    if not isinstance(node, ComputeNode) or node.mutates or node.reduction is not None or node.body is None:
+        return None
+    body = node.body
+    if body.op is not Op.LOAD or body.dtype != node.dtype or node.layout is None:
+        return None
+    source = graph.producer(body.arg)
+    if isinstance(source, ExternNode) or source.dtype != node.dtype or not graph.layout_of(body.arg):
+        return None
+    if isinstance(source, InputNode) and (source.storage_offset or source.elsewhere or source.host_scalar):
+        return None
+    variables = {id(v) for v in out_vars(node.sizes) if v.op is Op.VAR}
+    used = {id(_variable_of(i)) for i in body.args} - {id(True)}
+    if not _one_to_one(body.args) or used != variables or len(body.args) != len(source.sizes):
+        return None
+    return None if body.args == out_vars(node.sizes) else body.args
+
+
+def _variable_of(index: Expr):
+    """The variable of ``x`` or ``x + c``; True for a constant; else None."""
+    if index.op is Op.CONST:
+        return True
+    if index.op is Op.VAR:
+        return index
+    if index.op is Op.ADD:
+        ops = {a.op: a for a in index.args}
+        if set(ops) == {Op.VAR, Op.CONST}:
+            return ops[Op.VAR]
     return None
 
 

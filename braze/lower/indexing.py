@@ -1,6 +1,7 @@
 """Lowering rules that build or index tensors: ``full``, ``arange``, ``iota``,
-``scalar_tensor``; ``cat``, ``constant_pad_nd``, ``slice_scatter``,
-``select_scatter``, ``diagonal_scatter``; ``gather``, ``index_select`` and
+``scalar_tensor``; ``cat``, ``constant_pad_nd``, ``slice_scatter`` and
+``select_scatter`` (``merged_slice``, ``merged_select``: registered in
+``braze.lower.scatter``), ``diagonal_scatter``; ``gather``, ``index_select`` and
 ``index`` (indirect loads). Scatters at loaded indices: ``braze.lower.scatter``.
 
 Takes: ``TensorValue``s and arguments. Gives: compute nodes whose bodies select
@@ -28,7 +29,7 @@ from braze.ir.graph import out_vars
 from braze.lower.checks import check_site, trusted, wraps_negative
 from braze.lower.core import TensorValue, Unsupported, register, sizes_of
 from braze.lower.pointwise import broadcast_sizes, expand_to, finish
-from braze.lower.views import norm_dim, slice_bounds
+from braze.lower.views import norm_dim
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -169,11 +170,11 @@ def _pad(ctx, x, pad, value=0):
     return finish(ctx, body, dtype, sizes)
 
 
-@register(aten.slice_scatter.default)
-def _slice_scatter(ctx, base, src, dim=0, start=None, end=None, step=1):
+def merged_slice(ctx, base, src, dim: int, first, length, step: int):
+    """``slice_scatter`` as a ``where`` over all of ``base``, which fuses with its readers
+    (``braze.lower.scatter`` writes only the slice where the result is copied back into an
+    input)."""
     dtype, sizes = _out(ctx)
-    dim = norm_dim(dim, base.ndim)
-    first, length = slice_bounds(sizes[dim], start, end, step)
     vs = out_vars(sizes)
     acc = dtypes.compute_dtype(dtype)
     rel = S.sub(vs[dim], first)
@@ -186,11 +187,9 @@ def _slice_scatter(ctx, base, src, dim=0, start=None, end=None, step=1):
     return finish(ctx, body, dtype, sizes)
 
 
-@register(aten.select_scatter.default)
-def _select_scatter(ctx, base, src, dim, i):
+def merged_select(ctx, base, src, dim: int, i):
+    """``select_scatter`` as a ``where`` over all of ``base`` (see ``merged_slice``)."""
     dtype, sizes = _out(ctx)
-    dim = norm_dim(dim, base.ndim)
-    i = i + sizes[dim] if i < 0 else i
     vs = out_vars(sizes)
     acc = dtypes.compute_dtype(dtype)
     src_idx = list(vs[:dim]) + list(vs[dim + 1:])

@@ -18,6 +18,12 @@ is reported and written nowhere outside the target. With the checks off
 (``config.runtime_checks``) they are clamped into the target's dimensions here, so code
 generators need not clamp stores.
 
+``slice_scatter`` and ``select_scatter`` whose result is copied back into their base, a
+graph input (``x[:, 3:5] = v``, ``x[i] += 1``: an update of a part of an input), are a
+scatter of their source at the computed positions of the part, so that
+``braze.lower.in_place`` can write only the part into the input; anywhere else they are a
+``where`` over the whole base (``indexing.merged_slice``), which fuses.
+
 One special case fuses instead: a ``scatter`` of one element per slice along
 ``dim`` (the one-hot target of a cross-entropy backward) is ``where(position ==
 index, src, base)``.
@@ -33,9 +39,9 @@ from braze.ir import simplify as S
 from braze.ir.expr import Expr, Op, cast, const, index, load, scatter_store, where
 from braze.ir.graph import ComputeNode, Layout, out_vars
 from braze.lower.core import TensorValue, Unsupported, register, sizes_of, strides_of
-from braze.lower.indexing import advanced_index, index_from
+from braze.lower.indexing import advanced_index, index_from, merged_select, merged_slice
 from braze.lower.pointwise import expand_to, finish
-from braze.lower.views import norm_dim, reshape
+from braze.lower.views import norm_dim, reshape, slice_bounds
 
 aten = torch.ops.aten
 
@@ -89,6 +95,52 @@ def _scatter_along(ctx, base, dim, idx, src, accumulate: bool) -> TensorValue:
     acc = dtypes.compute_dtype(base.dtype)
     value = _at(src, vs) if isinstance(src, TensorValue) else const(src, acc)
     return scatter_into(ctx, base, sizes, value, positions, accumulate)
+
+
+@register(aten.slice_scatter.default)
+def _slice_scatter(ctx, base, src, dim=0, start=None, end=None, step=1):
+    dim = norm_dim(dim, base.ndim)
+    first, length = slice_bounds(base.sizes[dim], start, end, step)
+    if not _copied_back(ctx):
+        return merged_slice(ctx, base, src, dim, first, length, step)
+    vs = out_vars(src.sizes)
+    positions = list(vs)
+    positions[dim] = S.add(S.mul(vs[dim], step), first)
+    return scatter_into(ctx, base, src.sizes, src.at(vs), positions, accumulate=False)
+
+
+@register(aten.select_scatter.default)
+def _select_scatter(ctx, base, src, dim, i):
+    dim = norm_dim(dim, base.ndim)
+    i = i + base.sizes[dim] if i < 0 else i
+    if not _copied_back(ctx):
+        return merged_select(ctx, base, src, dim, i)
+    vs = out_vars(src.sizes)
+    positions = list(vs[:dim]) + [index(i)] + list(vs[dim:])
+    return scatter_into(ctx, base, src.sizes, src.at(vs), positions, accumulate=False)
+
+
+def _copied_back(ctx) -> bool:
+    """Does this op's result end, through further updates of parts of it, copied back into
+    the graph input it updates (``copy_(x, slice_scatter(slice_scatter(x, ..), ..))``)?"""
+    node = ctx.node
+    if node is None or not node.args:
+        return False
+    root = node.args[0]
+    while isinstance(root, torch.fx.Node) and root.target in _PART_WRITES:
+        root = root.args[0]
+    if not (isinstance(root, torch.fx.Node) and root.op == "placeholder"):
+        return False
+    while True:
+        if any(u.target is aten.copy_.default and u.args[0] is root and u.args[1] is node for u in node.users):
+            return True
+        later = [u for u in node.users if u.target in _PART_WRITES and u.args[0] is node]
+        if len(later) != 1:
+            return False
+        node = later[0]
+
+
+_PART_WRITES = (aten.slice_scatter.default, aten.select_scatter.default)
 
 
 @register(aten.scatter.value, aten.scatter.src)

@@ -130,7 +130,8 @@ def test_the_fusion_log_names_the_write_that_keeps_a_base_from_its_reader(backen
 
 # Updates through a view of the input: a reshape or a permutation of a dense tensor is its
 # storage seen otherwise, so the scatter goes into the input (through the view's index map);
-# a view of part of the input, or an input read before the update, keeps the copy.
+# so is a slice, whose update is merged back (``slice_scatter``); a view that picks elements
+# (a select, a strided slice), or an input read before the update, keeps the copy.
 
 def _add_through_flat_view(x, idx, src):
     x.view(-1).index_add_(0, idx, src)
@@ -209,3 +210,66 @@ def test_an_update_through_a_view_of_part_of_the_input(backend):
         return x
 
     _same_as_eager(part, x, idx, src)
+
+
+def _add_rows_of_a_slice(x, idx, src):
+    x[2:50].index_add_(0, idx, src)
+    return x
+
+
+def test_an_update_of_a_slice_writes_only_its_rows(backend):
+    x, idx, src = torch.randn(50000, 64), torch.randint(0, 48, (16,)), torch.randn(16, 64)
+    _same_as_eager(_add_rows_of_a_slice, x, idx, src)
+    assert _written_elements(_add_rows_of_a_slice, x.clone(), idx, src) == 16 * 64
+
+
+def test_updates_of_slices_along_either_dim_write_only_their_elements(backend):
+    x, idx, src, columns = torch.randn(300, 64), torch.randint(0, 20, (16,)), torch.randn(16, 64), torch.randn(300, 16)
+
+    def slices(x, idx, src, columns):
+        x[:, 8:40].index_add_(1, idx, columns)
+        x[100:].index_put_((idx,), src, accumulate=True)
+        return x
+
+    _same_as_eager(slices, x, idx, src, columns)
+    assert _written_elements(slices, x.clone(), idx, src, columns) == 300 * 16 + 16 * 64
+
+
+def test_an_update_of_a_slice_of_a_slice(backend):
+    """The inner slice's update is merged into the outer slice, which is written back."""
+    x, idx, src = torch.randn(300, 64), torch.randint(0, 20, (16,)), torch.randn(16, 64)
+
+    def nested(x, idx, src):
+        x[10:290][5:30].index_add_(0, idx, src)
+        return x
+
+    _same_as_eager(nested, x, idx, src)
+
+
+def _assign_parts(step):
+    def assign(cache, k, v):
+        cache[:, step:step + 1] = k  # a KV cache's new position
+        cache[:, :, :4] += v[:, :, :4]
+        return cache
+    return assign
+
+
+def test_assignments_to_slices_write_only_their_elements(backend):
+    """``x[:, i:i + 1] = k`` and ``x[:, :, :4] += v``: the parts, not all of ``x``."""
+    cache, k, v = torch.randn(4, 512, 64), torch.randn(4, 1, 64), torch.randn(4, 512, 64)
+    for step in (0, 37):
+        _same_as_eager(_assign_parts(step), cache, k, v)
+    assert _written_elements(_assign_parts(37), cache.clone(), k, v) == 4 * 64 + 4 * 512 * 4
+
+
+def test_updates_of_a_select_and_of_a_slice_of_a_select(backend):
+    """``x[2] = w`` (decomposed into a ``where`` over ``x``) and ``x[0, :, :4] += v`` (a
+    ``slice_scatter`` into a select, merged back by a ``select_scatter``) still pass over all
+    of ``x``: correct, not yet in place."""
+    cache, v = torch.randn(4, 512, 64), torch.randn(4, 512, 64)
+
+    def update(cache, v):
+        cache[2] = v[1]
+        cache[0, :, :4] += v[0, :, :4]
+        return cache
+    _same_as_eager(update, cache, v)

@@ -190,11 +190,11 @@ class Size:
     def __float__(self):
         return float(_specialize(self))
 
-    def __truediv__(self, other):
-        return _specialize(self) / other
+    def __truediv__(self, other):  # (a float computed from sizes divides itself: ``size_floats``)
+        return _specialize(self) / other if isinstance(other, (int, float, Size)) else NotImplemented
 
     def __rtruediv__(self, other):
-        return other / _specialize(self)
+        return other / _specialize(self) if isinstance(other, (int, float)) else NotImplemented
 
     def __pow__(self, other):
         if isinstance(other, int) and other >= 0:
@@ -521,6 +521,17 @@ def hint(x) -> int:
     return value_of(x, _require_context(x).hints)
 
 
+def specialize(x) -> int:
+    """``x``'s value in the call being compiled, guarded equal to it (an int as it is)."""
+    return _specialize(x) if isinstance(x, Size) else x
+
+
+def add_guard_text(text: str) -> None:
+    """A guard given as Python over the symbols (``(float(s0) - 1.0) != 0``), decided true
+    by the caller for the call being compiled."""
+    _require_context(text).guards.setdefault(text, _caller())
+
+
 def _proves(diff, op: str) -> bool:
     """Do the ranges alone prove ``diff op 0``?"""
     return _HOLDS[op](*bounds_of(diff, _ranges()))[0]
@@ -553,10 +564,14 @@ def _specialize(size: Size) -> int:
     return value
 
 
+_DECIDING_FILES = (__file__, __file__.replace("symbols.py", "size_floats.py"))
+
+
 def _caller() -> str:
-    """``file:line`` of the first frame outside this module (what made a decision)."""
+    """``file:line`` of the first frame outside this module and ``size_floats`` (what made a
+    decision)."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and frame.f_code.co_filename in _DECIDING_FILES:
         frame = frame.f_back
     return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}" if frame is not None else "?"
 

@@ -6,11 +6,12 @@ symbolic sizes braze compiled symbolically and why the others went per shape.
 
 Takes: the graphs the tests hand to ``runtime/symbolic.Symbolic`` (each forward or backward
 graph, each code generator). Gives, at the end of the session: how many compiled
-symbolically (and in how many size classes), how many went per shape, by
+symbolically (in how many size classes; how many of those use a size as a plain number,
+``SizeClass.specialized``, so that a class holds one value of it), how many went per shape, by
 ``Symbolic.fallback_reason`` (its first words, numbers and names of buffers, ops and symbols
 folded so that one cause is one line), with the tests behind each reason; and, with
-``BRAZE_COVERAGE_JSON=path``, one JSON record per graph (test, kind, reason, the traceback of
-the failure behind it) for a closer look.
+``BRAZE_COVERAGE_JSON=path``, one JSON record per graph (test, kind, classes, specializations,
+reason, the traceback of the failure behind it) for a closer look.
 """
 from __future__ import annotations
 
@@ -59,7 +60,10 @@ def cause(reason: str) -> str:
 def _records() -> list:
     out = []
     for test, graph in _GRAPHS:
+        sizes = [getattr(getattr(v.call, "compiled", None), "sizes", None) for v in graph.variants]
         out.append({"test": test, "kind": graph.kind, "variants": len(graph.variants),
+                    "specialized": sorted({f"{s} = {v} ({where})" for c in sizes if c is not None
+                                           for s, v, where in c.specialized}),
                     "reason": graph.fallback_reason, "trace": getattr(graph, "fallback_trace", "")})
     return out
 
@@ -71,6 +75,8 @@ def summary(rows: list) -> list:
     lines = [f"symbolic-size graphs: {len(called)} compiled ({len(rows) - len(called)} never called)",
              f"  symbolically: {len(symbolic_rows)} "
              f"(size classes: {', '.join(f'{n}: {c}' for n, c in sorted(classes.items()))})",
+             f"    of which with a size used as a plain number (one value of it per class): "
+             f"{sum(1 for r in symbolic_rows if r.get('specialized'))}",
              f"  per shape: {len(called) - len(symbolic_rows)}"]
     by_cause = collections.defaultdict(list)
     for r in called:

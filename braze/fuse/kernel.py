@@ -152,8 +152,11 @@ def plan_kernel(graph: Graph, nodes: list, name: str, escaping: set) -> KernelPl
     if len(nodes) == 1 and nodes[0].is_scan:
         return _scan_plan(graph, nodes[0], name)
     nest = build_nest(nodes)
-    if not isinstance(nest, Nest) or not assign_levels(nodes, nest, graph).ok:
-        raise AssertionError(f"kernel {name}: the scheduler fused nodes with no common loop nest")
+    verdict = nest if not isinstance(nest, Nest) else assign_levels(nodes, nest, graph)
+    if not verdict.ok:  # (legality asked the same for a merge; a group of one node is planned unasked)
+        what = "the nodes the scheduler fused" if len(nodes) > 1 else "a node alone"
+        raise AssertionError(f"kernel {name}: no common loop nest for {what} ({verdict.reason.value}): "
+                             + ", ".join(f"{n.name} {tuple(n.sizes)}" for n in nodes))
     members = _members(graph, nodes, nest, escaping)
     kvars = nest.kernel_vars()
     outer, reduce = kvars[:nest.n_outer], kvars[nest.n_outer:]

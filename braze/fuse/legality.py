@@ -152,12 +152,13 @@ def refine(nodes, roles: dict, outer: int, red: int, orders: dict) -> tuple | No
         cuts |= _boundaries(n, roles[n.name], red, iteration_sizes(n, orders))
     cuts = [c for c in cuts if c > 0]
     if any(symbols.is_symbolic(c) for c in cuts):
-        cuts = symbols.divisor_chain(cuts)
+        cuts = symbols.divisor_chain(cuts)  # (ordered, each dividing the next: no comparison)
         if cuts is None:
             return None
-    cuts = sorted(cuts)
-    if any(b % a for a, b in zip(cuts, cuts[1:])):
-        return None
+    else:
+        cuts = sorted(cuts)
+        if any(b % a for a, b in zip(cuts, cuts[1:])):
+            return None
     dims = [b // a for a, b in zip(cuts, cuts[1:])][::-1]
     n_outer = sum(1 for a in cuts[:-1] if a >= red)
     return dims, n_outer

@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 
 from braze.ir import dtypes
+from braze.ir.size_floats import SizeFloat
 from braze.ir.symbols import Size
 
 
@@ -251,6 +252,9 @@ def _wrap(value: int, dtype) -> int:
 def const(value, dtype) -> Expr:
     if isinstance(value, Size) and dtype is not dtypes.INDEX:  # a symbolic size as a value
         return cast(Expr(Op.CONST, dtypes.INDEX, (), value), dtype)
+    if isinstance(value, SizeFloat):  # a double computed from sizes, rounded as a number is
+        return cast(size_float(value), dtype) if dtype not in dtypes.LOW_PRECISION else \
+            cast(cast(size_float(value), torch.float32), dtype)  # (double, float, then bf16, as ``full``)
     if dtype is dtypes.INDEX:
         value = _integer(value)
     elif dtype in dtypes.INTEGERS:
@@ -260,6 +264,23 @@ def const(value, dtype) -> Expr:
     else:
         value = float(value)
     return Expr(Op.CONST, dtype, (), value)
+
+
+_SIZE_FLOAT_OPS = {"add": Op.ADD, "sub": Op.SUB, "truediv": Op.TRUEDIV}
+
+
+def size_float(value: SizeFloat) -> Expr:
+    """The float64 expression of the size arguments that computes ``value`` as Python does,
+    op by op (``ir/size_floats.py``); a product is rounded on its own, never fused."""
+    f64 = torch.float64
+    if value.op == "float":
+        return cast(Expr(Op.CONST, dtypes.INDEX, (), value.args[0]), f64)
+    args = [size_float(a) if isinstance(a, SizeFloat) else Expr(Op.CONST, f64, (), float(a)) for a in value.args]
+    if value.op in ("neg", "sqrt"):
+        return unary(Op.NEG if value.op == "neg" else Op.SQRT, args[0])
+    if value.op == "mul":
+        return rounded_mul(*args)
+    return binary(_SIZE_FLOAT_OPS[value.op], *args)
 
 
 def index(value: int) -> Expr:

@@ -190,11 +190,11 @@ class Size:
     def __float__(self):
         return float(_specialize(self))
 
-    def __truediv__(self, other):
-        return _specialize(self) / other
+    def __truediv__(self, other):  # (a float computed from sizes divides itself: ``size_floats``)
+        return _specialize(self) / other if isinstance(other, (int, float, Size)) else NotImplemented
 
     def __rtruediv__(self, other):
-        return other / _specialize(self)
+        return other / _specialize(self) if isinstance(other, (int, float)) else NotImplemented
 
     def __pow__(self, other):
         if isinstance(other, int) and other >= 0:
@@ -389,8 +389,8 @@ def _leading(v: Size) -> tuple:
 def _divide(a, d) -> tuple:
     """``(q, r)`` with ``a == q*d + r``: the terms of ``a`` that ``d`` divides exactly,
     divided, and the rest (``d`` an int or a single monomial); for a ``d`` of several
-    terms, ``(q, 0)`` where ``a`` is a monomial ``q`` times ``d`` (``768*s + 768`` over
-    ``64*s + 64``), else ``(0, a)``."""
+    terms, ``(q, 0)`` where ``d`` divides ``a`` exactly (``768*s + 768`` over ``64*s + 64``,
+    ``s0*s1 - s0 - s1 + 1`` over ``s1 - 1``), else ``(0, a)``."""
     if isinstance(d, Size) and len(d.terms) != 1:
         return _divide_by_polynomial(a, d)
     dm, dk = d.terms[0] if isinstance(d, Size) else ((), d)
@@ -404,15 +404,29 @@ def _divide(a, d) -> tuple:
     return Size._make(quotient), Size._make(rest)
 
 
-def _divide_by_polynomial(a, d: Size) -> tuple:
-    if not isinstance(a, Size):
-        return (0, a)
-    (am, ak), (dm, dk) = _leading(a), _leading(d)
-    left = _without(am, dm)
-    if left is None or ak % dk:
-        return (0, a)
-    q = Size._make({left: ak // dk})
-    return (q, 0) if _is_zero(a - q * d) else (0, a)
+def _divide_by_polynomial(a, d: Size, steps: int = 64) -> tuple:
+    """Long division by ``d`` in a graded lexicographic order of the monomials: the leading
+    term of what is left is divided by ``d``'s, until nothing is left (``d`` divides ``a``:
+    one polynomial is a Groebner basis of the multiples of it, so the division leaves
+    nothing exactly when it divides) or a leading term is not a multiple of ``d``'s. Integer
+    coefficients only; ``(0, a)`` where no exact quotient is found."""
+    keys = sorted({atom.key for m, _ in _terms(a) + d.terms for atom in m})
+
+    def order(term):
+        counts = [atom.key for atom in term[0]]
+        return (len(term[0]), [counts.count(key) for key in keys])
+    dm, dk = max(d.terms, key=order)
+    quotient, rest = 0, a
+    for _ in range(steps):
+        if _is_zero(rest):
+            return quotient, 0
+        m, k = max(_terms(rest), key=order)
+        left = _without(m, dm)
+        if left is None or k % dk:
+            break
+        step = Size._make({left: k // dk})
+        quotient, rest = quotient + step, rest - step * d
+    return (0, a)
 
 
 def _without(m: tuple, dm: tuple):
@@ -521,6 +535,17 @@ def hint(x) -> int:
     return value_of(x, _require_context(x).hints)
 
 
+def specialize(x) -> int:
+    """``x``'s value in the call being compiled, guarded equal to it (an int as it is)."""
+    return _specialize(x) if isinstance(x, Size) else x
+
+
+def add_guard_text(text: str) -> None:
+    """A guard given as Python over the symbols (``(float(s0) - 1.0) != 0``), decided true
+    by the caller for the call being compiled."""
+    _require_context(text).guards.setdefault(text, _caller())
+
+
 def _proves(diff, op: str) -> bool:
     """Do the ranges alone prove ``diff op 0``?"""
     return _HOLDS[op](*bounds_of(diff, _ranges()))[0]
@@ -553,10 +578,14 @@ def _specialize(size: Size) -> int:
     return value
 
 
+_DECIDING_FILES = (__file__, __file__.replace("symbols.py", "size_floats.py"))
+
+
 def _caller() -> str:
-    """``file:line`` of the first frame outside this module (what made a decision)."""
+    """``file:line`` of the first frame outside this module and ``size_floats`` (what made a
+    decision)."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and frame.f_code.co_filename in _DECIDING_FILES:
         frame = frame.f_back
     return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}" if frame is not None else "?"
 

@@ -29,14 +29,16 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from braze import config
 from braze.ir import dtypes
 from braze.ir import simplify as S
-from braze.ir import symbols
-from braze.ir.traced import concrete, offset_of, sizes_of, strides_of
+from braze.ir import size_floats, symbols
+from braze.ir.size_floats import SizeFloat
+from braze.ir.traced import concrete, offset_of, sizes_of, strides_of, traced_sizes, values_decide_size
 from braze.ir.expr import Expr, Op, cast, load, substitute
 from braze.ir.graph import (BufferArg, ComputeNode, ExternNode, Graph, InputNode, Layout,
                             OutputSpec, out_vars)
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
+SIZE_FLOAT_RULES: set = set()  # ATen ops whose rules take a ``SizeFloat`` as a number
 _NODE_VALUE = object()  # extern(): describe the results by the current node's value
 
 
@@ -68,15 +70,17 @@ def is_host_scalar(val) -> bool:
     return isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0
 
 
-def register(*ops, overloads: bool = False):
-    """Register a lowering rule for ATen ops (all overloads of a packet if asked)."""
+def register(*ops, overloads: bool = False, size_floats: bool = False):
+    """Register a lowering rule for ATen ops (all overloads of a packet if asked).
+    ``size_floats``: the rule takes a float computed from sizes (``ir/size_floats.py``) as
+    it takes a number; any other rule gets it as the float of the call being compiled,
+    its sizes guarded (a rule may test a number's value: ``x ** 2`` is ``x * x``)."""
     def decorate(fn: Callable) -> Callable:
         for op in ops:
-            if isinstance(op, torch._ops.OpOverloadPacket):
-                for name in op.overloads():
-                    LOWERINGS[getattr(op, name)] = fn
-            else:
-                LOWERINGS[op] = fn
+            packet = isinstance(op, torch._ops.OpOverloadPacket)
+            for overload in [getattr(op, n) for n in op.overloads()] if packet else [op]:
+                LOWERINGS[overload] = fn
+                SIZE_FLOAT_RULES.update([overload] if size_floats else [])
         return fn
     return decorate
 
@@ -214,9 +218,11 @@ class Lowerer:
             return self._with_effects(args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):
             return self._python_call(node, target, args, kwargs)
-        if _values_decide_size(node, target):
+        if target not in SIZE_FLOAT_RULES and size_floats.holds((args, kwargs)):
+            args, kwargs = size_floats.plain(args), size_floats.plain(kwargs)
+        if values_decide_size(node, target):
             raise LoweringError(target, f"the size of its result depends on its input's values (traced as "
-                                f"{_traced_sizes(node)}); braze compiles fixed sizes only, so it cannot compile "
+                                f"{traced_sizes(node)}); braze compiles fixed sizes only, so it cannot compile "
                                 "this graph", describe_inputs(node))
         if node.name in self.through_aten:  # (``single_op_kernels`` off: a lone op's kernel)
             return self.extern(target, args, kwargs)
@@ -250,6 +256,8 @@ class Lowerer:
         if any(isinstance(a, TensorValue) for a in args):
             raise LoweringError(target, "python call on a tensor", describe_inputs(node))
         traced = node.meta.get("val")
+        if isinstance(traced, torch.SymFloat) and symbols.active():  # a float the kernels compute from sizes
+            return target(*[SizeFloat.of(a) if symbols.is_symbolic(a) else a for a in args], **kwargs)
         if isinstance(traced, (torch.SymBool, torch.SymFloat)):
             raise LoweringError(target, f"a symbolic {type(traced).__name__} ({traced}): braze's sizes are "
                                 "integers", describe_inputs(node))
@@ -294,7 +302,7 @@ class Lowerer:
 
     def _output_spec(self, fx_value, value, wanted=None) -> OutputSpec:
         if not isinstance(value, TensorValue):
-            return OutputSpec("value", value=value)
+            return OutputSpec("value", value=size_floats.plain(value))
         if wanted is not None and dtypes.is_supported(value.dtype):
             spec = self._eager_output(fx_value, value, wanted)
             if spec is not None:
@@ -442,8 +450,8 @@ class Lowerer:
         layout where it is not eager's (padded matrix product rows)."""
         if fallback:
             self.fallbacks.append(str(target))
-        call_args = _map_values(args, self.tensor_arg)
-        call_kwargs = {k: _map_values(v, self.tensor_arg) for k, v in kwargs.items()}
+        call_args = _map_values(size_floats.plain(args), self.tensor_arg)
+        call_kwargs = {k: _map_values(size_floats.plain(v), self.tensor_arg) for k, v in kwargs.items()}
         val = self.out if meta is _NODE_VALUE else meta
         single = isinstance(val, torch.Tensor)
         metas = [val] if single else list(val) if isinstance(val, (list, tuple)) else [val]
@@ -510,38 +518,6 @@ def _dtypes_supported(node) -> bool:
     for v in vals:
         flat.extend(v if isinstance(v, (list, tuple)) else [v])
     return all(ok(v) for v in flat)
-
-
-_SIZED_BY_VALUES = {getattr(torch.ops.aten, name) for name in (
-    "_unique", "_unique2", "unique_dim", "unique_consecutive", "nonzero", "masked_select", "bincount",
-    "repeat_interleave", "one_hot", "index")}
-
-
-def _values_decide_size(node, target) -> bool:
-    """``nonzero``, ``_unique``, ``masked_select``...: an output's size is known only once the
-    op has run. Tracing gives such an output a symbolic size, or on some versions a fixed
-    guess (``_unique`` in the backward of ``index_fill`` was traced as size 1 under torch 2.11,
-    where the tag alone did not catch it). These have a fixed size when given:
-    ``index`` with integer indices, ``one_hot`` with ``num_classes``, ``repeat_interleave`` with
-    ``output_size``."""
-    packet, args, kwargs = target.overloadpacket, node.args, node.kwargs
-    if torch.Tag.dynamic_output_shape not in target.tags and packet not in _SIZED_BY_VALUES:
-        return False
-    if packet is torch.ops.aten.index:
-        masks = [i for i in args[1] if isinstance(i, torch.fx.Node)
-                 and i.meta["val"].dtype in (torch.bool, torch.uint8)]
-        return bool(masks)
-    if packet is torch.ops.aten.one_hot:
-        return (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) == -1
-    if packet is torch.ops.aten.repeat_interleave:
-        return kwargs.get("output_size") is None
-    return True
-
-
-def _traced_sizes(node) -> str:
-    val = node.meta.get("val")
-    vals = val if isinstance(val, (list, tuple)) else [val]
-    return ", ".join(str(sizes_of(v)) for v in vals if isinstance(v, torch.Tensor)) or "no tensor"
 
 
 def _concrete(value):

@@ -23,7 +23,7 @@ from braze.lower.rounding import eager_rounded, reads_as_stored
 aten = torch.ops.aten
 
 
-@register(aten.div.Tensor, aten.div.Scalar)
+@register(aten.div.Tensor, aten.div.Scalar, size_floats=True)
 def _div(ctx, a, b):
     return _div_mode(ctx, a, b)
 

@@ -18,6 +18,7 @@ from torch._prims_common import elementwise_dtypes
 from braze import config
 from braze.ir import dtypes
 from braze.ir import symbols
+from braze.ir.size_floats import is_size_float
 from braze.ir.expr import Expr, Op, binary, cast, const, cuda_rsqrt, index, unary, where
 from braze.ir.graph import out_vars
 from braze.lower.core import TensorValue, Unsupported, register, sizes_of
@@ -60,14 +61,14 @@ def _stand_in(dtype, scalar: bool):
 def promote(kind, *args) -> tuple:
     """(compute dtype, result dtype) of an elementwise op, as eager decides them."""
     stand_ins = [_stand_in(a.dtype, a.ndim == 0) if isinstance(a, TensorValue) else
-                 2 if symbols.is_symbolic(a) else a for a in args if a is not None]
+                 2 if symbols.is_symbolic(a) else 2.0 if is_size_float(a) else a for a in args if a is not None]
     return elementwise_dtypes(*stand_ins, type_promotion_kind=kind)
 
 
 def as_expr(value, sizes, dtype) -> Expr:
     if isinstance(value, TensorValue):
         return cast(expand_to(value, sizes), dtype)
-    if isinstance(value, (bool, int, float)) or symbols.is_symbolic(value):
+    if isinstance(value, (bool, int, float)) or symbols.is_symbolic(value) or is_size_float(value):
         return const(value, dtype)
     raise Unsupported(f"argument {value!r}")
 
@@ -312,7 +313,7 @@ def truthy(v: Expr) -> Expr:
 
 # ----------------------------------------------------------------------------- binary
 
-@register(aten.add.Tensor, aten.add.Scalar)
+@register(aten.add.Tensor, aten.add.Scalar, size_floats=True)
 def _add(ctx, a, b, alpha=1):
     a, b = cpu_scalar_rounded(ctx, a, alpha), cpu_scalar_rounded(ctx, b, alpha)
 
@@ -323,7 +324,7 @@ def _add(ctx, a, b, alpha=1):
     return pointwise(ctx, fn, a, b)
 
 
-@register(aten.sub.Tensor, aten.sub.Scalar)
+@register(aten.sub.Tensor, aten.sub.Scalar, size_floats=True)
 def _sub(ctx, a, b, alpha=1):
     a, b = cpu_scalar_rounded(ctx, a, alpha), cpu_scalar_rounded(ctx, b, alpha)
     return pointwise(ctx, lambda x, y: sub(x, _scaled(y, alpha)), a, b)
@@ -335,7 +336,7 @@ def _fma(ctx, a, b, c):
     return pointwise(ctx, lambda x, y, z: add(mul(x, y), z), a, b, c)
 
 
-@register(aten.rsub.Tensor, aten.rsub.Scalar)
+@register(aten.rsub.Tensor, aten.rsub.Scalar, size_floats=True)
 def _rsub(ctx, a, b, alpha=1):
     a, b = cpu_scalar_rounded(ctx, a, alpha), cpu_scalar_rounded(ctx, b, alpha)
     return pointwise(ctx, lambda x, y: sub(y, _scaled(x, alpha)), a, b)
@@ -345,7 +346,7 @@ def _scaled(y: Expr, alpha) -> Expr:
     return y if alpha == 1 else mul(y, const(alpha, y.dtype))
 
 
-@register(aten.mul.Tensor, aten.mul.Scalar)
+@register(aten.mul.Tensor, aten.mul.Scalar, size_floats=True)
 def _mul(ctx, a, b):
     return pointwise(ctx, lambda x, y: mul(x, y) if x.dtype is not torch.bool else binary(Op.AND, x, y), a, b)
 

@@ -15,9 +15,10 @@ import weakref
 
 import torch
 
-from braze.ir import dtypes
+from braze.ir import dtypes, size_floats
 from braze.ir.expr import Expr, Op, cast, loads
 from braze.ir.graph import ComputeNode, ExternNode, InputNode
+from braze.ir.size_floats import SizeFloat
 from braze.lower.core import TensorValue
 
 
@@ -80,8 +81,9 @@ def cpu_scalar_rounded(ctx, value, alpha):
     it: rounded to the tensor's dtype (``x - 1e-5`` subtracts bf16's 1.0014e-05, ``x + 257``
     adds 256; CUDA's kernels, and CPU ``mul``/``div``, use the number as given)."""
     out = ctx.out
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    number = isinstance(value, (int, float, SizeFloat)) and not isinstance(value, bool)
     if alpha != 1 or not number or not isinstance(out, torch.Tensor) or out.device.type != "cpu" \
             or out.dtype not in dtypes.LOW_PRECISION:
         return value
+    value = size_floats.plain(value)  # (a float computed from sizes: decided by the call's sizes)
     return torch.tensor(value, dtype=torch.float64).to(out.dtype).item()

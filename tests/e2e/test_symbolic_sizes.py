@@ -149,6 +149,36 @@ def test_views_reshapes_and_broadcasts(shape, backend):
             torch.testing.assert_close(a, e)
 
 
+SLICED = {  # extents that are sums (``s - 1``, ``(s + 1) // 2``) multiplied together
+    "slice": lambda x: x[1:3, ::2, 1:] * 3,
+    "negative_slice": lambda x: x[-2:, 1:-1] + 1,
+    "unfold": lambda x: x.unfold(2, 2, 1) + 1,
+    "two slices, a row softmax": lambda x: (x[1:, 1:] * 2).softmax(-1),
+    "two slices, a column sum": lambda x: x[1:, :-1, 2:].sum(0),
+}
+
+
+@pytest.mark.parametrize("name", list(SLICED))
+def test_one_node_over_products_of_sliced_extents_compiles_symbolically(name, backend):
+    """Each of these kernels is one node, which the scheduler plans without asking legality
+    (it asks only about merges): its own loop nest needs ``s1 - 1`` to divide
+    ``(s0 - 1)*(s1 - 1)``, a quotient that is no monomial. Compiled per shape before
+    ("the scheduler fused nodes with no common loop nest")."""
+    f = SLICED[name]
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for shape in ((5, 6, 7), (7, 9, 11), (4, 13, 5)):
+            x = torch.randn(*shape, requires_grad=True)
+            ex = x.detach().clone().requires_grad_()
+            y, ey = g(x), f(ex)
+            torch.testing.assert_close(y, ey)
+            grad = torch.randn_like(ey)
+            y.backward(grad)
+            ey.backward(grad)
+            torch.testing.assert_close(x.grad, ex.grad)
+    assert compiled.graphs and all(graph.sizes is not None for graph in compiled.graphs)
+
+
 @pytest.mark.parametrize("dims", [(2, 0, 1), (1, 2, 0), (0, 2, 1)])
 def test_permutes_index_with_products_of_sizes(dims, backend):
     """Indices split by products of symbolic sizes (``x // (s1*s2)``), in tiled copies."""

@@ -10,6 +10,8 @@ C++-only column sums. Also the pure rules the scheduler and the Triton shapes sh
 ``slow_gather_rows``, ``few_programs``, its ``fill``."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from braze import config
 from braze.codegen.cpp.policy import CppTarget
@@ -17,7 +19,7 @@ from braze.codegen.triton import policy as P
 from braze.codegen.triton.policy import TritonTarget
 from braze.fuse import legality as L
 from braze.fuse.legality import Reason
-from braze.ir import dtypes
+from braze.ir import dtypes, symbols
 from braze.ir import simplify as S
 from braze.ir.expr import Op, binary, cast, const, index, load, scan, scatter_store, unary, var
 from braze.ir.graph import ComputeNode, Graph, InputNode, Layout, ReduceOp, Reduction, out_vars, reduce_vars
@@ -120,6 +122,29 @@ def test_sizes_split_differently_have_no_common_loops():
     assert L.build_nest([a, c]) == L.Verdict(False, Reason.NO_COMMON_LOOPS)
     d = b.pointwise("d", (5,), lambda x0: const(1.0, F32))
     assert L.build_nest([a, d]) == L.Verdict(False, Reason.DOMAIN)
+
+
+_S0, _S1, _S2 = (symbols.symbol(f"s{k}") for k in range(3))
+SYMBOLIC_EXTENTS = [_S0, _S1 - 1, _S0 + 1, 2 * _S1 - 2, (_S2 + 1) // 2, _S0 * _S1 - _S0, 3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(range(len(SYMBOLIC_EXTENTS))), min_size=1, max_size=4), st.integers(0, 3))
+def test_one_node_always_has_its_own_loop_nest(picks, kept):
+    """The scheduler asks legality only about merges: a group of one node is planned unasked,
+    so its own sizes must always give a loop nest. With symbolic sizes that needs each suffix
+    product of the sizes to divide the next (a slice's ``s - 1`` times another: ``x[1:, 1:]``)."""
+    sizes = [SYMBOLIC_EXTENTS[k] for k in picks]
+    hints = {"s0": 5, "s1": 7, "s2": 9}
+    with symbols.deciding(symbols.Context(hints, {name: (2, symbols.INF) for name in hints})):
+        b = Builder()
+        b.input("arg0", sizes)
+        node = b.pointwise("buf0", sizes, lambda *v: times(ld("arg0", *v), 2))
+        assert isinstance(L.build_nest([node]), L.Nest), sizes
+        kept = min(kept, len(sizes) - 1)
+        rows = b.reduction("buf1", sizes[:kept], sizes[kept:], lambda *v: ld("arg0", *v))
+        nest = L.build_nest([rows])
+        assert isinstance(nest, L.Nest) and L.assign_levels([rows], nest, b.graph).ok, sizes
 
 
 def test_levels_order_the_work_inside_a_row():

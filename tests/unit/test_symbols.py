@@ -112,6 +112,21 @@ def test_a_chain_of_divisors_with_sums_of_terms():
     assert (768 * s + 768) % (64 * s + 64) == 0 and (768 * s + 768) // (64 * s + 64) == 12
 
 
+def test_a_chain_of_products_of_sums_is_divided_exactly():
+    """Slicing two dimensions gives extents ``s0 - 1`` and ``s1 - 1``; one node's loop nest
+    needs ``s1 - 1`` to divide ``(s0 - 1)*(s1 - 1)``, a quotient that is no monomial."""
+    s0, s1, s2 = symbol("s0"), symbol("s1"), symbol("s2")
+    rows, cols = s0 - 1, s1 - 1
+    with deciding(context(s0=5, s1=7, s2=4)) as ctx:
+        assert symbols.divisor_chain([2 * rows * cols, 1, cols, rows * cols]) == [1, cols, rows * cols, 2 * rows * cols]
+        half = (s2 + 1) // 2  # x[::2]: a floor atom as a factor
+        assert symbols.divisor_chain([1, cols, half * cols * (s0 + 2)]) == [1, cols, half * cols * (s0 + 2)]
+        assert (rows * cols) // cols == rows and (rows * cols) % cols == 0
+        assert symbols.divisor_chain([1, s0 + 1, rows * cols]) is None  # s0 + 1 divides neither
+        assert symbols.divisor_chain([1, rows, rows * cols + 1]) is None
+    assert not ctx.guards
+
+
 def test_sizes_survive_pickling():
     """A variant stored on disk keeps its symbolic sizes (``runtime/variant_cache.py``)."""
     import pickle

@@ -212,7 +212,9 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
     of the graph as traced: the per-shape compiles propagate concrete sizes through it)."""
     traced = copy_graph(gm)
 
-    def per_shape():
+    def per_shape(reason: str = ""):
+        if _has_unbacked_sizes(traced):  # (a fixed shape would not fix the sizes its ops decide)
+            return _fail(traced, kind, BrazeError(f"a graph with sizes its ops decide from values: {reason}"))
         if not config.specialize_dynamic:
             return _fail(traced, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
         from braze.runtime.specialize import Specializing
@@ -223,7 +225,8 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
         _eager_strides(gm, kind, eager)
         return Symbolic(gm, kind, options, functools.partial(_compiled_or_raise, scope=scope), per_shape,
                         load_fn=functools.partial(_loaded, scope=scope))
-    return per_shape()
+    return per_shape("symbolic sizes are off (symbolic_sizes)" if not config.symbolic_sizes
+                     else "this target takes no sizes as arguments")
 
 
 def _compiled_or_raise(gm: torch.fx.GraphModule, kind: str, scope: Scope | None = None):
@@ -410,7 +413,17 @@ def _describe_failure(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _has_unbacked_sizes(gm) -> bool:
+    """Does an op of the graph decide a size from its input's values (``nonzero``, ``x[mask]``,
+    traced with ``capture_dynamic_output_shape_ops``)?"""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    return any(free_unbacked_symbols(node.meta.get("val")) for node in gm.graph.nodes
+               if node.meta.get("val") is not None)
+
+
 def _has_symbolic_sizes(gm) -> bool:
+    if _has_unbacked_sizes(gm):
+        return True
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue

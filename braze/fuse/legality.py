@@ -150,16 +150,21 @@ def refine(nodes, roles: dict, outer: int, red: int, orders: dict) -> tuple | No
     cuts = {1, red, outer * red}
     for n in nodes:
         cuts |= _boundaries(n, roles[n.name], red, iteration_sizes(n, orders))
-    cuts = [c for c in cuts if c > 0]
+    cuts = [c for c in cuts if symbols.decide(c, ">", 0, unbacked=True)]  # (u0 = 0: loops that run none)
     if any(symbols.is_symbolic(c) for c in cuts):
-        cuts = symbols.divisor_chain(cuts)
+        cuts = symbols.divisor_chain(cuts)  # (ordered: each divides the next)
         if cuts is None:
             return None
-    cuts = sorted(cuts)
-    if any(b % a for a, b in zip(cuts, cuts[1:])):
-        return None
+        at = next((k for k, c in enumerate(cuts) if symbols.same((c,), (red,))), None)
+        if at is None:  # (an empty reduction, dropped from the cuts)
+            return None
+        n_outer = len(cuts) - 1 - at  # the cuts from ``red`` on, but the last
+    else:
+        cuts = sorted(cuts)
+        if any(b % a for a, b in zip(cuts, cuts[1:])):
+            return None
+        n_outer = sum(1 for a in cuts[:-1] if a >= red)
     dims = [b // a for a, b in zip(cuts, cuts[1:])][::-1]
-    n_outer = sum(1 for a in cuts[:-1] if a >= red)
     return dims, n_outer
 
 

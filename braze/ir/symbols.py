@@ -15,6 +15,12 @@ for every size for which all guards hold, and the wrapper checks them cheaply at
 call (``runtime/symbolic.py``). Using a size as a plain integer (``__index__``,
 ``range(n)``, ``math.gcd``) guards that it equals its hint: such a variant serves one
 value of that size, correctly; ``Context.specialized`` says where that happened.
+A symbol in ``Context.unbacked`` (``u0``: the size of a ``nonzero``'s result, known only
+once the graph runs) cannot be guarded. A decision its range does not settle is taken as
+if it were at least 2, as PyTorch's size-oblivious tracing did (``u0 == 1`` is false, so
+the code is the general one, a loop that runs once or never for such a size); an equality
+still open is false; any other decision raises ``UnbackedDecision``, and code that has a
+general path for it asks ``decide`` instead.
 
 Constants are plain ``int``: a ``Size`` is never constant. Its text (``str``, f-strings)
 is C's unless ``language("python")`` is in force: kernels and the wrapper name the
@@ -263,6 +269,11 @@ def is_symbolic(x) -> bool:
     return isinstance(x, Size)
 
 
+def symbol_names(x) -> set:
+    """The names of the symbols in ``x`` (none for an int)."""
+    return x.symbols() if isinstance(x, Size) else set()
+
+
 def text_of(x, lang: str | None = None) -> str:
     return x.text(lang or _LANGUAGE.get()) if isinstance(x, Size) else str(x)
 
@@ -436,9 +447,23 @@ class Context:
     specialized: list = field(default_factory=list)  # (symbolic size, value, where)
     names: list = field(default_factory=list)  # the symbols, in the order kernels take them
     bindings: dict = field(default_factory=dict)  # symbol -> the wrapper's text that reads it
+    unbacked: dict = field(default_factory=dict)  # symbol -> what it stands for (a data-dependent size)
 
     def add_guard(self, size: "Size", op: str) -> None:
+        late = sorted(size.symbols() & set(self.unbacked)) if isinstance(size, Size) else []
+        if late:
+            raise UnbackedDecision(late[0], self.unbacked[late[0]], f"{text_of(size, 'python')} {op} 0", _caller())
         self.guards.setdefault(f"{text_of(size, 'python')} {op} 0", _caller())
+
+
+class UnbackedDecision(Exception):
+    """A decision the ranges do not settle on a symbol known only once the graph runs (the
+    size of a ``nonzero``'s result): no guard can be checked before the call."""
+
+    def __init__(self, name: str, meaning: str, condition: str, where: str):
+        self.name, self.meaning, self.condition, self.where = name, meaning, condition, where
+        super().__init__(f"{where} decided {condition} on {name} ({meaning}), a size known only once the graph "
+                         "runs; no guard can check it before the call")
 
 
 @contextlib.contextmanager
@@ -474,6 +499,13 @@ def bindings() -> dict:
     """Symbol -> the wrapper's text that reads its value from ``args``."""
     context = _CONTEXT.get()
     return dict(context.bindings) if context is not None else {}
+
+
+def unbacked() -> dict:
+    """Symbol -> what it stands for, for each size known only once an op of the graph has
+    run (the wrapper reads it from that op's result)."""
+    context = _CONTEXT.get()
+    return dict(context.unbacked) if context is not None else {}
 
 
 def _ranges() -> dict:
@@ -513,6 +545,18 @@ def at_most(cap: int, size):
     return cap if known(size, "<", cap) is not True else size
 
 
+def decide(a, op: str, b, unbacked: bool) -> bool:
+    """``a op b``, guarded as any comparison is; but where it rests on a symbol known only
+    once the graph runs (``Context.unbacked``) and the ranges do not settle it, ``unbacked``:
+    the caller's choice that is right for every value (the general code)."""
+    diff = a - b
+    context = _CONTEXT.get()
+    if isinstance(diff, Size) and context is not None and diff.symbols() & set(context.unbacked):
+        outcome = known(a, op, b)
+        return unbacked if outcome is None else outcome
+    return _compare(diff, 0, op) if isinstance(diff, Size) else _PYTHON[op](diff, 0)
+
+
 def hint(x) -> int:
     """``x``'s value in the call being compiled, with no guard: for a heuristic whose
     choice any size of the class runs correctly with (an order to try fusions in)."""
@@ -540,9 +584,29 @@ def _compare(a: Size, b, op: str) -> bool:
     if proven or disproven:
         return proven
     context = _require_context(diff)
+    if diff.symbols() & set(context.unbacked):
+        return _size_oblivious(diff, op, context)
     outcome = _PYTHON[op](value_of(diff, context.hints), 0)
     context.add_guard(diff, op if outcome else _NEGATION[op])
     return outcome
+
+
+def _size_oblivious(diff: Size, op: str, context: Context) -> bool:
+    """``diff op 0`` on a symbol known only once the graph runs, where its range does not
+    decide: decided as if each such symbol were at least 2 (as PyTorch traced the graph:
+    the code for a size of 0 or 1 is the general code, a loop that runs none or once);
+    an equality still open is false (the general code); any other decision raises."""
+    oblivious = dict(context.ranges)
+    for name in diff.symbols() & set(context.unbacked):
+        lo, hi = oblivious.get(name, (0, INF))
+        oblivious[name] = (max(lo, 2), max(hi, 2))
+    proven, disproven = _HOLDS[op](*bounds_of(diff, oblivious))
+    if proven or disproven:
+        return proven
+    if op in ("==", "!="):
+        return op == "!="
+    context.add_guard(diff, op)  # (raises UnbackedDecision)
+    raise AssertionError("unreachable")
 
 
 def _specialize(size: Size) -> int:

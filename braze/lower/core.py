@@ -214,10 +214,9 @@ class Lowerer:
             return self._with_effects(args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):
             return self._python_call(node, target, args, kwargs)
-        if _values_decide_size(node, target):
-            raise LoweringError(target, f"the size of its result depends on its input's values (traced as "
-                                f"{_traced_sizes(node)}); braze compiles fixed sizes only, so it cannot compile "
-                                "this graph", describe_inputs(node))
+        from braze.lower import data_sizes
+        if data_sizes.values_decide_size(node, target):
+            return data_sizes.sized_by_values(self, node, target, args, kwargs)
         if node.name in self.through_aten:  # (``single_op_kernels`` off: a lone op's kernel)
             return self.extern(target, args, kwargs)
         rule = LOWERINGS.get(target)
@@ -250,6 +249,11 @@ class Lowerer:
         if any(isinstance(a, TensorValue) for a in args):
             raise LoweringError(target, "python call on a tensor", describe_inputs(node))
         traced = node.meta.get("val")
+        if isinstance(traced, torch.SymBool) and symbols.active():
+            from braze.lower import data_sizes
+            holds = data_sizes.condition(node, target, args)
+            if holds is not None:
+                return holds
         if isinstance(traced, (torch.SymBool, torch.SymFloat)):
             raise LoweringError(target, f"a symbolic {type(traced).__name__} ({traced}): braze's sizes are "
                                 "integers", describe_inputs(node))
@@ -510,38 +514,6 @@ def _dtypes_supported(node) -> bool:
     for v in vals:
         flat.extend(v if isinstance(v, (list, tuple)) else [v])
     return all(ok(v) for v in flat)
-
-
-_SIZED_BY_VALUES = {getattr(torch.ops.aten, name) for name in (
-    "_unique", "_unique2", "unique_dim", "unique_consecutive", "nonzero", "masked_select", "bincount",
-    "repeat_interleave", "one_hot", "index")}
-
-
-def _values_decide_size(node, target) -> bool:
-    """``nonzero``, ``_unique``, ``masked_select``...: an output's size is known only once the
-    op has run. Tracing gives such an output a symbolic size, or on some versions a fixed
-    guess (``_unique`` in the backward of ``index_fill`` was traced as size 1 under torch 2.11,
-    where the tag alone did not catch it). These have a fixed size when given:
-    ``index`` with integer indices, ``one_hot`` with ``num_classes``, ``repeat_interleave`` with
-    ``output_size``."""
-    packet, args, kwargs = target.overloadpacket, node.args, node.kwargs
-    if torch.Tag.dynamic_output_shape not in target.tags and packet not in _SIZED_BY_VALUES:
-        return False
-    if packet is torch.ops.aten.index:
-        masks = [i for i in args[1] if isinstance(i, torch.fx.Node)
-                 and i.meta["val"].dtype in (torch.bool, torch.uint8)]
-        return bool(masks)
-    if packet is torch.ops.aten.one_hot:
-        return (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) == -1
-    if packet is torch.ops.aten.repeat_interleave:
-        return kwargs.get("output_size") is None
-    return True
-
-
-def _traced_sizes(node) -> str:
-    val = node.meta.get("val")
-    vals = val if isinstance(val, (list, tuple)) else [val]
-    return ", ".join(str(sizes_of(v)) for v in vals if isinstance(v, torch.Tensor)) or "no tensor"
 
 
 def _concrete(value):

@@ -1,0 +1,104 @@
+"""Sizes an op decides from its input's values (``x[mask]``, ``nonzero``, ``masked_select``,
+``unique``), traced by Dynamo as unbacked symbols: the op runs through ATen, the wrapper
+reads the size from its result, and the work around it compiles once with that size as a
+symbol, on both backends. Results match eager, forward and backward, for fresh masks,
+all-false (size 0) and all-true ones."""
+import pytest
+import torch
+
+import braze
+from helpers import Compiled
+
+MASKS = ("random", "none", "all", "random")
+
+
+@pytest.fixture(autouse=True)
+def data_dependent_ops():
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        yield
+
+
+def _input(mask: str, shape=(8, 5), requires_grad=True) -> torch.Tensor:
+    """A fresh input whose ``x > 0`` is a random, an all-false or an all-true mask."""
+    x = torch.randn(shape)
+    if mask == "none":
+        x = -x.abs() - 0.1
+    elif mask == "all":
+        x = x.abs() + 0.1
+    return x.requires_grad_(requires_grad)
+
+
+def _same_as_eager(f, masks=MASKS, backward=True, **kwargs) -> Compiled:
+    g = torch.compile(f, backend="braze")
+    with Compiled() as compiled:
+        for mask in masks:
+            x = _input(mask, requires_grad=backward, **kwargs)
+            ex = x.detach().clone().requires_grad_(backward)
+            out, expected = g(x), f(ex)
+            for a, b in zip(out, expected):
+                torch.testing.assert_close(a, b)
+            if backward:
+                pairs = [(a, b, torch.randn_like(b)) for a, b in zip(out, expected) if b.requires_grad]
+                torch.autograd.backward([a for a, _, _ in pairs], [d for _, _, d in pairs])
+                torch.autograd.backward([b for _, b, _ in pairs], [d for _, _, d in pairs])
+                torch.testing.assert_close(x.grad, ex.grad)
+    return compiled
+
+
+def _compiled_once(compiled: Compiled, kinds=("forward", "backward")) -> list:
+    """Each graph compiled once across every result size, symbolically; the forward's
+    data-dependent size named as an unbacked symbol."""
+    assert sorted(g.kind for g in compiled.graphs) == sorted(kinds), [g.kind for g in compiled.graphs]
+    assert all(g.sizes is not None and not g.sizes.guards for g in compiled.graphs)
+    assert not any(g.fallbacks for g in compiled.graphs if g.kind != "backward")
+    forward = next(g for g in compiled.graphs if g.kind in ("forward", "inference"))
+    assert forward.sizes.unbacked, forward.sizes
+    return compiled.graphs
+
+
+def test_masked_values_then_pointwise_and_a_sum(backend):
+    def f(x):
+        y = x[x > 0]
+        return (y * 2).sum(), y.exp()
+    graphs = _compiled_once(_same_as_eager(f))
+    forward = next(g for g in graphs if g.kind == "forward")
+    name, meaning = next(iter(forward.sizes.unbacked.items()))
+    assert "aten.index.Tensor" in meaning and f"{name} = " in forward.wrapper and ".shape[0]" in forward.wrapper
+
+
+def test_nonzero_used_as_indices(backend):
+    def f(x):
+        i = torch.nonzero(x > 0)
+        return x[i[:, 0], i[:, 1]] * 3, i
+    graphs = _compiled_once(_same_as_eager(f))
+    assert any("nonzero" in m for g in graphs if g.kind == "forward" for m in g.sizes.unbacked.values())
+
+
+def test_masked_select(backend):
+    f = lambda x: (torch.masked_select(x, x > 0.5).sin(), )
+    _compiled_once(_same_as_eager(f))
+
+
+def test_unique_of_integers(backend):
+    f = lambda x: (torch.unique(x.floor()) * 2 + 1, )
+    _compiled_once(_same_as_eager(f, backward=False, shape=(40,)), kinds=("inference",))
+
+
+def test_fusable_work_before_and_after(backend):
+    """A kernel computes the mask and the values before the op, one kernel the sum and the
+    product after it."""
+    def f(x):
+        a = torch.tanh(x * 2 + 1)
+        y = a[x > 0]
+        return (y * y).sum() + a.sum(), torch.sigmoid(y) * 3
+    graphs = _compiled_once(_same_as_eager(f))
+    forward = next(g for g in graphs if g.kind == "forward")
+    assert len(forward.kernels) == 2, [k.ops for k in forward.kernels]
+
+
+def test_explain_names_the_unbacked_symbol():
+    def f(x):
+        y = x[x > 0]
+        return (y * 2).sum()
+    report = str(braze.explain(f, torch.randn(6, 4)))
+    assert "unbacked: u0 = the size of dim 0 of" in report and "aten.index.Tensor" in report, report

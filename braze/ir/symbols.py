@@ -545,6 +545,12 @@ def at_most(cap: int, size):
     return cap if known(size, "<", cap) is not True else size
 
 
+def unbacked_in(x) -> bool:
+    """Does ``x`` rest on a symbol known only once the graph runs (``Context.unbacked``)?"""
+    context = _CONTEXT.get()
+    return isinstance(x, Size) and context is not None and bool(x.symbols() & set(context.unbacked))
+
+
 def decide(a, op: str, b, unbacked: bool) -> bool:
     """``a op b``, guarded as any comparison is; but where it rests on a symbol known only
     once the graph runs (``Context.unbacked``) and the ranges do not settle it, ``unbacked``:

@@ -542,7 +542,9 @@ def possible(a, op: str, b) -> bool:
 def at_most(cap: int, size):
     """``min(cap, size)`` where known; ``cap`` for a size the ranges do not bound below it
     (a loop blocked by ``cap`` then runs only its tail for a smaller size), with no guard."""
-    return cap if known(size, "<", cap) is not True else size
+    if known(size, "<", cap) is not True:
+        return cap
+    return bounds_of(size, _ranges())[1] if unbacked_in(size) else size  # (u0: its bound, no decision)
 
 
 def unbacked_in(x) -> bool:

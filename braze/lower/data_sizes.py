@@ -22,7 +22,7 @@ import torch
 
 from braze.ir import symbols
 from braze.ir.traced import sizes_of
-from braze.lower.core import LoweringError, describe_inputs, register
+from braze.lower.core import LoweringError, Unsupported, describe_inputs, register
 
 aten = torch.ops.aten
 
@@ -64,6 +64,19 @@ def sized_by_values(ctx, node, target, args, kwargs):
                             f"{_traced_sizes(node)}); braze compiles such a size only as a symbol of a graph "
                             "with symbolic sizes", describe_inputs(node))
     return ctx.extern(target, args, kwargs)
+
+
+@register(aten._local_scalar_dense.default)
+def _item(ctx, x):
+    """``item()`` traced as an unbacked symbol (``capture_scalar_outputs``): the value
+    through ATen, which the wrapper names ``u0`` for the sizes and code after it."""
+    traced = ctx.out
+    name = str(traced.node.expr) if isinstance(traced, torch.SymInt) else ""
+    if name not in symbols.unbacked():
+        raise Unsupported("a scalar no size uses")
+    value = ctx.extern(aten._local_scalar_dense.default, (x,), {})
+    ctx.graph.nodes[-1].value_of = name
+    return value
 
 
 @dataclass(frozen=True)

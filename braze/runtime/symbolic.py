@@ -244,7 +244,7 @@ def _unbacked(gm: torch.fx.GraphModule, bindings: dict) -> dict:
     out = {}
     for name, meaning in found.items():
         vr = known.get(name)
-        lo = int(vr.lower) if vr is not None and vr.lower.is_Integer else 0
+        lo = int(vr.lower) if vr is not None and vr.lower.is_Integer else -symbols.INF  # (an item()'s may be < 0)
         hi = int(vr.upper) if vr is not None and vr.upper.is_Integer else symbols.INF
         out[name] = (meaning, (lo, hi))
     return out
@@ -253,7 +253,12 @@ def _unbacked(gm: torch.fx.GraphModule, bindings: dict) -> dict:
 def _introduced(node, k: int, value) -> dict:
     """The unbacked symbols that are plain sizes of ``value`` (the ``k``-th result of
     ``node``), with what each stands for."""
-    if not isinstance(value, torch.Tensor) or node.op != "call_function":
+    if node.op != "call_function":
+        return {}
+    if isinstance(value, torch.SymInt) and node.target is torch.ops.aten._local_scalar_dense.default \
+            and value.node.expr.is_Symbol:
+        return {str(value.node.expr): f"the value of {node.name} (item() of {node.args[0]})"}
+    if not isinstance(value, torch.Tensor):
         return {}
     out = {}
     for dim, n in enumerate(value.shape):

@@ -270,6 +270,10 @@ class _Writer:
                 if not contiguous and not starts_collective(node.target):
                     self._check_layout(outs[0])
             return
+        if node.value_of:  # (``item()``: a scalar the sizes after it use)
+            self.lines.append(f"    {node.value_of} = {target}({args}{kwargs})")
+            self.unbound.pop(node.value_of, None)
+            return
         result = f"{node.name}_result"
         self.lines.append(f"    {result} = {target}({args}{kwargs})")
         for k, out in enumerate(outs):

@@ -36,7 +36,7 @@ def _same_as_eager(f, masks=MASKS, backward=True, **kwargs) -> Compiled:
             ex = x.detach().clone().requires_grad_(backward)
             out, expected = g(x), f(ex)
             for a, b in zip(out, expected):
-                torch.testing.assert_close(a, b)
+                torch.testing.assert_close(a, b, equal_nan=True)  # (a mean of no element)
             if backward:
                 pairs = [(a, b, torch.randn_like(b)) for a, b in zip(out, expected) if b.requires_grad]
                 torch.autograd.backward([a for a, _, _ in pairs], [d for _, _, d in pairs])
@@ -102,3 +102,25 @@ def test_explain_names_the_unbacked_symbol():
         return (y * 2).sum()
     report = str(braze.explain(f, torch.randn(6, 4)))
     assert "unbacked: u0 = the size of dim 0 of" in report and "aten.index.Tensor" in report, report
+
+
+def test_item_as_a_size_and_work_that_reads_nothing_of_it(backend):
+    """``item()`` (``capture_scalar_outputs``) gives the size; ``zeros(n)`` reads no buffer of
+    the op that gives it, and still runs after it."""
+    def f(x):
+        n = (x > 0).sum().item()
+        torch._check(n >= 0)
+        torch._check(n <= x.shape[0])
+        return x[:n] * 2, torch.zeros(n) + 1
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        compiled = _same_as_eager(f, backward=False, shape=(12,))
+    _compiled_once(compiled, kinds=("inference",))
+    assert "item()" in next(iter(compiled.graphs[0].sizes.unbacked.values()))
+
+
+def test_repeat_interleave_by_a_tensor_and_a_mean_by_its_count(backend):
+    def f(x):
+        r = (x > 0).long() + (x > 1).long()
+        y = torch.repeat_interleave(x, r, dim=0)
+        return torch.sin(y), y.sum() / y.numel()
+    _compiled_once(_same_as_eager(f, backward=False, shape=(16,)), kinds=("inference",))

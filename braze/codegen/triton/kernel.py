@@ -373,7 +373,7 @@ class TritonKernel:
         blocks = self.shape.blocks
         if "RCHUNK" in blocks:
             return blocks["RCHUNK"] > LANE_CHAIN_MAX * blocks["RBLOCK"]
-        return self.plan.reduce_numel() > LOOP_WIDE_FROM
+        return symbols.decide(self.plan.reduce_numel(), ">", LOOP_WIDE_FROM, unbacked=True)  # (u0: the accurate one)
 
     # ------------------------------------------------------------------ split
 

@@ -214,7 +214,9 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
 
     def per_shape(reason: str = ""):
         if _has_unbacked_sizes(traced):  # (a fixed shape would not fix the sizes its ops decide)
-            return _fail(traced, kind, BrazeError(f"a graph with sizes its ops decide from values: {reason}"))
+            from braze.runtime.symbolic import describe_unbacked
+            return _fail(traced, kind, BrazeError(f"sizes its ops decide from values ({describe_unbacked(traced)}) "
+                                                  f"compile only symbolically: {reason}"))
         if not config.specialize_dynamic:
             return _fail(traced, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
         from braze.runtime.specialize import Specializing

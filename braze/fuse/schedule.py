@@ -126,12 +126,13 @@ class Scheduler:
         """A node whose sizes or code use a size known only once an op has run (``u0`` of
         ``nonzero``) runs after that op, whose result the wrapper reads it from, even where
         it reads no buffer of it (``zeros(y.shape[0])``)."""
-        late = symbols.unbacked()
+        given = symbols.bindings()  # (a backward's unbacked sizes are its arguments)
+        late = {name for name in symbols.unbacked() if name not in given}
         if not late:
             return
         binder: dict = {}
         for g in self.groups:
-            used = _symbols_used(g.nodes[0]) & set(late)
+            used = _symbols_used(g.nodes[0]) & late
             for name in sorted(used):
                 if name in binder:
                     self._edge(binder[name], g)
@@ -304,7 +305,7 @@ def _symbols_used(node) -> set:
     found: set = set()
 
     def add(value) -> None:
-        if symbols.is_symbolic(value):
+        if symbols.is_symbolic(value) or isinstance(value, symbols.Condition):
             found.update(value.symbols())
         elif isinstance(value, (list, tuple)):
             for v in value:

@@ -269,6 +269,21 @@ def is_symbolic(x) -> bool:
     return isinstance(x, Size)
 
 
+@dataclass(frozen=True)
+class Condition:
+    """``a op b`` on sizes, left undecided: a run-time assertion (Dynamo's ``_assert_scalar``)
+    whose text (``repr``, in the language in force) the wrapper evaluates at each call."""
+    a: object
+    op: str
+    b: object
+
+    def symbols(self) -> set:
+        return symbol_names(self.a) | symbol_names(self.b)
+
+    def __repr__(self):
+        return f"({text_of(self.a)} {self.op} {text_of(self.b)})"
+
+
 def symbol_names(x) -> set:
     """The names of the symbols in ``x`` (none for an int)."""
     return x.symbols() if isinstance(x, Size) else set()

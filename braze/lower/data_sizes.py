@@ -16,7 +16,6 @@ the graph runs eagerly.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 
 import torch
 
@@ -79,39 +78,24 @@ def _item(ctx, x):
     return value
 
 
-@dataclass(frozen=True)
-class SizeCondition:
-    """A comparison of sizes Dynamo traced as a ``SymBool`` for a run-time assertion."""
-    a: object
-    op: str
-    b: object
-
-    def text(self) -> str:
-        return f"{symbols.text_of(self.a, 'python')} {self.op} {symbols.text_of(self.b, 'python')}"
-
-
 def condition(node, target, args):
-    """A ``SymBool`` node's value: a ``SizeCondition`` where every reader asserts it, else None."""
+    """A ``SymBool`` node's value: a ``symbols.Condition`` where every reader asserts it, else None."""
     readers = {user.target for user in node.users}
     if target not in _COMPARISONS or not readers or readers - {aten._assert_scalar.default}:
         return None
-    return SizeCondition(args[0], _COMPARISONS[target], args[1])
+    return symbols.Condition(args[0], _COMPARISONS[target], args[1])
 
 
 @register(aten._assert_scalar.default)
 def _assert_scalar(ctx, holds, message):
     """Dynamo's assertion on sizes (``u0 >= 0``, ``u0 <= 40`` for ``x[mask]`` of 40
-    elements): nothing to run where the symbols' ranges prove it (those ranges are the
-    ShapeEnv's, which these assertions refined); else refused, naming the condition."""
-    if isinstance(holds, SizeCondition):
-        proven = symbols.known(holds.a, holds.op, holds.b)
-        if proven is True:
+    elements, or the user's ``torch._check``): nothing to run where the symbols' ranges prove
+    it (those ranges are the ShapeEnv's, which these assertions refined); else ATen's
+    ``_assert_scalar`` in the wrapper, on the condition evaluated at each call."""
+    if isinstance(holds, symbols.Condition):
+        if symbols.known(holds.a, holds.op, holds.b) is True:
             return None
-        names = sorted((symbols.symbol_names(holds.a) | symbols.symbol_names(holds.b)))
-        described = ", ".join(f"{n}: {symbols.unbacked().get(n, 'a size of an argument')}" for n in names)
-        raise LoweringError(aten._assert_scalar.default, f"the assertion {holds.text()} ({described}) "
-                            f"{'never holds' if proven is False else 'is not proven by the ranges'}; braze "
-                            f"checks no such assertion at run time ({message!r})", describe_inputs(ctx.node))
+        return ctx.extern(aten._assert_scalar.default, (holds, message), {})
     if holds is True:
         return None
     raise LoweringError(aten._assert_scalar.default, f"an assertion braze cannot read: {holds!r} ({message!r})",

@@ -250,6 +250,15 @@ def _unbacked(gm: torch.fx.GraphModule, bindings: dict) -> dict:
     return out
 
 
+def describe_unbacked(gm: torch.fx.GraphModule) -> str:
+    """Each size of the graph an op decides from values, with the op (for error messages)."""
+    try:
+        found = _unbacked(gm, {})
+    except ValueError as exc:
+        return str(exc)
+    return "; ".join(f"{name}: {meaning}" for name, (meaning, _) in found.items())
+
+
 def _introduced(node, k: int, value) -> dict:
     """The unbacked symbols that are plain sizes of ``value`` (the ``k``-th result of
     ``node``), with what each stands for."""

@@ -124,3 +124,40 @@ def test_repeat_interleave_by_a_tensor_and_a_mean_by_its_count(backend):
         y = torch.repeat_interleave(x, r, dim=0)
         return torch.sin(y), y.sum() / y.numel()
     _compiled_once(_same_as_eager(f, backward=False, shape=(16,)), kinds=("inference",))
+
+
+def test_an_assertion_on_the_size_is_checked_at_each_call(backend):
+    """``torch._check(n != 3)`` on an ``item()`` is no fact the ranges prove: the wrapper
+    checks it after the value is known, and raises as eager does."""
+    def f(x):
+        n = (x > 0).sum().item()
+        torch._check(n >= 0)
+        torch._check(n <= x.shape[0])
+        torch._check(n != 3)
+        return (x[:n] * 2, )
+    g = torch.compile(f, backend="braze")
+    with torch._dynamo.config.patch(capture_scalar_outputs=True), Compiled() as compiled:
+        for positives in (5, 3, 0, 3, 8):
+            x = torch.cat([torch.rand(positives) + 0.1, -torch.rand(8 - positives) - 0.1])
+            x = x[torch.randperm(8)]
+            if positives == 3:
+                for call in (g, f):
+                    with pytest.raises(RuntimeError):
+                        call(x)
+            else:
+                torch.testing.assert_close(g(x)[0], f(x)[0])
+    _compiled_once(compiled, kinds=("inference",))
+    assert "torch.ops.aten._assert_scalar.default((u0 != 3)" in compiled.graphs[0].wrapper
+
+
+def test_without_symbolic_sizes_the_graph_runs_eagerly_and_says_why():
+    def f(x):
+        y = x[x > 0]
+        return (y * 2).sum(), y.exp()
+    g = torch.compile(f, backend="braze")
+    x = _input("random", requires_grad=False)
+    with braze.config.patch(symbolic_sizes=False, strict=False), pytest.warns(UserWarning) as warned:
+        for a, b in zip(g(x), f(x)):
+            torch.testing.assert_close(a, b)
+    text = " ".join(str(w.message) for w in warned)
+    assert "u0: the size of dim 0 of index (aten.index.Tensor)" in text and "symbolic_sizes" in text, text

@@ -119,3 +119,37 @@ def test_sizes_survive_pickling():
     size = s0 * 4 + symbols.floordiv(s1, 3) * s0 + symbols.modulo(s0 + 1, 8)
     again = pickle.loads(pickle.dumps(size))
     assert again == size and hash(again) == hash(size) and str(again) == str(size)
+
+
+def unbacked_context(hi=40) -> Context:
+    """``u0``: the size of ``x[mask]`` over 40 elements, known only once the graph runs."""
+    ctx = Context({"s0": 7, "u0": 40}, {"s0": (2, symbols.INF), "u0": (0, hi)})
+    ctx.unbacked = {"u0": "the size of dim 0 of index (aten.index.Tensor)"}
+    return ctx
+
+
+def test_an_unbacked_size_is_never_guarded():
+    """Decided as if it were at least 2 (the general code), an open equality false, and any
+    other open decision an error naming the symbol, what it stands for and the deciding line."""
+    u0 = symbol("u0")
+    with deciding(unbacked_context()) as ctx:
+        assert u0 != 1 and not (u0 == 1) and u0 > 0 and not (u0 <= 1) and u0 < 41
+        assert not (u0 == 5) and not (u0 == symbol("s0"))
+        with pytest.raises(symbols.UnbackedDecision) as raised:
+            _ = u0 >= 5
+        with pytest.raises(symbols.UnbackedDecision):
+            range(u0)  # (an integer use would guard it equal to a value)
+    assert not ctx.guards and not ctx.specialized
+    message = str(raised.value)
+    assert "u0" in message and "aten.index.Tensor" in message and "test_symbols.py:" in message
+
+
+def test_decide_takes_the_callers_general_choice_on_an_unbacked_size():
+    u0, s0 = symbol("u0"), symbol("s0")
+    with deciding(unbacked_context()) as ctx:
+        assert symbols.decide(u0, "==", 0, unbacked=True) and not symbols.decide(u0, "<=", 1, unbacked=False)
+        assert not symbols.decide(u0, ">", 40, unbacked=True)  # (the range decides)
+        assert symbols.unbacked_in(u0 * s0) and not symbols.unbacked_in(s0)
+        assert symbols.decide(s0, ">", 5, unbacked=False)  # (a size of an argument: guarded as ever)
+        assert symbols.at_most(64, u0) == 40  # (its bound: no decision on it)
+    assert list(ctx.guards) == ["(s0 - 5) > 0"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from braze import config
 from braze.ir import simplify as S
-from braze.ir import symbols
+from braze.ir import symbols, unbacked
 from braze.ir.expr import Expr, Op, cache_table, cached, free_vars, index, loads, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars
 
@@ -150,7 +150,7 @@ def refine(nodes, roles: dict, outer: int, red: int, orders: dict) -> tuple | No
     cuts = {1, red, outer * red}
     for n in nodes:
         cuts |= _boundaries(n, roles[n.name], red, iteration_sizes(n, orders))
-    cuts = [c for c in cuts if symbols.decide(c, ">", 0, unbacked=True)]  # (u0 = 0: loops that run none)
+    cuts = [c for c in cuts if unbacked.decide(c, ">", 0, unbacked=True)]  # (u0 = 0: loops that run none)
     if any(symbols.is_symbolic(c) for c in cuts):
         cuts = symbols.divisor_chain(cuts)  # (ordered: each divides the next)
         if cuts is None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from braze import config
 from braze.fuse.legality import Reason, Verdict, check_merge, group_domain
-from braze.ir import dtypes, symbols
+from braze.ir import dtypes, symbols, unbacked
 from braze.ir.expr import walk
 from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph
 from braze.ir.collectives import starts_collective, waits
@@ -305,7 +305,7 @@ def _symbols_used(node) -> set:
     found: set = set()
 
     def add(value) -> None:
-        if symbols.is_symbolic(value) or isinstance(value, symbols.Condition):
+        if symbols.is_symbolic(value) or isinstance(value, unbacked.Condition):
             found.update(value.symbols())
         elif isinstance(value, (list, tuple)):
             for v in value:

@@ -16,11 +16,7 @@ call (``runtime/symbolic.py``). Using a size as a plain integer (``__index__``,
 ``range(n)``, ``math.gcd``) guards that it equals its hint: such a variant serves one
 value of that size, correctly; ``Context.specialized`` says where that happened.
 A symbol in ``Context.unbacked`` (``u0``: the size of a ``nonzero``'s result, known only
-once the graph runs) cannot be guarded. A decision its range does not settle is taken as
-if it were at least 2, as PyTorch's size-oblivious tracing did (``u0 == 1`` is false, so
-the code is the general one, a loop that runs once or never for such a size); an equality
-still open is false; any other decision raises ``UnbackedDecision``, and code that has a
-general path for it asks ``decide`` instead.
+once the graph runs) cannot be guarded: ``ir/unbacked.py`` decides on it.
 
 Constants are plain ``int``: a ``Size`` is never constant. Its text (``str``, f-strings)
 is C's unless ``language("python")`` is in force: kernels and the wrapper name the
@@ -269,21 +265,6 @@ def is_symbolic(x) -> bool:
     return isinstance(x, Size)
 
 
-@dataclass(frozen=True)
-class Condition:
-    """``a op b`` on sizes, left undecided: a run-time assertion (Dynamo's ``_assert_scalar``)
-    whose text (``repr``, in the language in force) the wrapper evaluates at each call."""
-    a: object
-    op: str
-    b: object
-
-    def symbols(self) -> set:
-        return symbol_names(self.a) | symbol_names(self.b)
-
-    def __repr__(self):
-        return f"({text_of(self.a)} {self.op} {text_of(self.b)})"
-
-
 def symbol_names(x) -> set:
     """The names of the symbols in ``x`` (none for an int)."""
     return x.symbols() if isinstance(x, Size) else set()
@@ -467,18 +448,9 @@ class Context:
     def add_guard(self, size: "Size", op: str) -> None:
         late = sorted(size.symbols() & set(self.unbacked)) if isinstance(size, Size) else []
         if late:
+            from braze.ir.unbacked import UnbackedDecision
             raise UnbackedDecision(late[0], self.unbacked[late[0]], f"{text_of(size, 'python')} {op} 0", _caller())
         self.guards.setdefault(f"{text_of(size, 'python')} {op} 0", _caller())
-
-
-class UnbackedDecision(Exception):
-    """A decision the ranges do not settle on a symbol known only once the graph runs (the
-    size of a ``nonzero``'s result): no guard can be checked before the call."""
-
-    def __init__(self, name: str, meaning: str, condition: str, where: str):
-        self.name, self.meaning, self.condition, self.where = name, meaning, condition, where
-        super().__init__(f"{where} decided {condition} on {name} ({meaning}), a size known only once the graph "
-                         "runs; no guard can check it before the call")
 
 
 @contextlib.contextmanager
@@ -559,25 +531,9 @@ def at_most(cap: int, size):
     (a loop blocked by ``cap`` then runs only its tail for a smaller size), with no guard."""
     if known(size, "<", cap) is not True:
         return cap
-    return bounds_of(size, _ranges())[1] if unbacked_in(size) else size  # (u0: its bound, no decision)
-
-
-def unbacked_in(x) -> bool:
-    """Does ``x`` rest on a symbol known only once the graph runs (``Context.unbacked``)?"""
     context = _CONTEXT.get()
-    return isinstance(x, Size) and context is not None and bool(x.symbols() & set(context.unbacked))
-
-
-def decide(a, op: str, b, unbacked: bool) -> bool:
-    """``a op b``, guarded as any comparison is; but where it rests on a symbol known only
-    once the graph runs (``Context.unbacked``) and the ranges do not settle it, ``unbacked``:
-    the caller's choice that is right for every value (the general code)."""
-    diff = a - b
-    context = _CONTEXT.get()
-    if isinstance(diff, Size) and context is not None and diff.symbols() & set(context.unbacked):
-        outcome = known(a, op, b)
-        return unbacked if outcome is None else outcome
-    return _compare(diff, 0, op) if isinstance(diff, Size) else _PYTHON[op](diff, 0)
+    late = isinstance(size, Size) and context is not None and size.symbols() & set(context.unbacked)
+    return bounds_of(size, _ranges())[1] if late else size  # (u0: its bound, no decision)
 
 
 def hint(x) -> int:
@@ -608,28 +564,11 @@ def _compare(a: Size, b, op: str) -> bool:
         return proven
     context = _require_context(diff)
     if diff.symbols() & set(context.unbacked):
-        return _size_oblivious(diff, op, context)
+        from braze.ir.unbacked import size_oblivious
+        return size_oblivious(diff, op, context)
     outcome = _PYTHON[op](value_of(diff, context.hints), 0)
     context.add_guard(diff, op if outcome else _NEGATION[op])
     return outcome
-
-
-def _size_oblivious(diff: Size, op: str, context: Context) -> bool:
-    """``diff op 0`` on a symbol known only once the graph runs, where its range does not
-    decide: decided as if each such symbol were at least 2 (as PyTorch traced the graph:
-    the code for a size of 0 or 1 is the general code, a loop that runs none or once);
-    an equality still open is false (the general code); any other decision raises."""
-    oblivious = dict(context.ranges)
-    for name in diff.symbols() & set(context.unbacked):
-        lo, hi = oblivious.get(name, (0, INF))
-        oblivious[name] = (max(lo, 2), max(hi, 2))
-    proven, disproven = _HOLDS[op](*bounds_of(diff, oblivious))
-    if proven or disproven:
-        return proven
-    if op in ("==", "!="):
-        return op == "!="
-    context.add_guard(diff, op)  # (raises UnbackedDecision)
-    raise AssertionError("unreachable")
 
 
 def _specialize(size: Size) -> int:
@@ -640,10 +579,13 @@ def _specialize(size: Size) -> int:
     return value
 
 
+_DECIDERS = {__file__, __file__.replace("symbols.py", "unbacked.py")}  # (not where a decision was asked)
+
+
 def _caller() -> str:
     """``file:line`` of the first frame outside this module (what made a decision)."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and frame.f_code.co_filename in _DECIDERS:
         frame = frame.f_back
     return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}" if frame is not None else "?"
 

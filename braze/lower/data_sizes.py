@@ -19,7 +19,7 @@ import operator
 
 import torch
 
-from braze.ir import symbols
+from braze.ir import symbols, unbacked
 from braze.ir.traced import sizes_of
 from braze.lower.core import LoweringError, Unsupported, describe_inputs, register
 
@@ -57,8 +57,8 @@ def sized_by_values(ctx, node, target, args, kwargs):
     """The op through ATen, where its sizes are symbols the wrapper binds from its result
     (``symbols.unbacked``); else a ``LoweringError``: a compile per shape has no symbol to
     give them."""
-    unbacked = symbols.unbacked()
-    if not symbols.active() or not any(s in unbacked for s in _symbols_in(node.meta.get("val"))):
+    late = symbols.unbacked()
+    if not symbols.active() or not any(s in late for s in _symbols_in(node.meta.get("val"))):
         raise LoweringError(target, f"the size of its result depends on its input's values (traced as "
                             f"{_traced_sizes(node)}); braze compiles such a size only as a symbol of a graph "
                             "with symbolic sizes", describe_inputs(node))
@@ -79,11 +79,11 @@ def _item(ctx, x):
 
 
 def condition(node, target, args):
-    """A ``SymBool`` node's value: a ``symbols.Condition`` where every reader asserts it, else None."""
+    """A ``SymBool`` node's value: a ``unbacked.Condition`` where every reader asserts it, else None."""
     readers = {user.target for user in node.users}
     if target not in _COMPARISONS or not readers or readers - {aten._assert_scalar.default}:
         return None
-    return symbols.Condition(args[0], _COMPARISONS[target], args[1])
+    return unbacked.Condition(args[0], _COMPARISONS[target], args[1])
 
 
 @register(aten._assert_scalar.default)
@@ -92,7 +92,7 @@ def _assert_scalar(ctx, holds, message):
     elements, or the user's ``torch._check``): nothing to run where the symbols' ranges prove
     it (those ranges are the ShapeEnv's, which these assertions refined); else ATen's
     ``_assert_scalar`` in the wrapper, on the condition evaluated at each call."""
-    if isinstance(holds, symbols.Condition):
+    if isinstance(holds, unbacked.Condition):
         if symbols.known(holds.a, holds.op, holds.b) is True:
             return None
         return ctx.extern(aten._assert_scalar.default, (holds, message), {})

@@ -4,7 +4,7 @@ import pytest
 import sympy
 
 from braze.ir import simplify as S
-from braze.ir import symbols, traced
+from braze.ir import symbols, traced, unbacked
 from braze.ir.expr import var
 from braze.ir.symbols import Context, deciding, symbol
 
@@ -135,9 +135,9 @@ def test_an_unbacked_size_is_never_guarded():
     with deciding(unbacked_context()) as ctx:
         assert u0 != 1 and not (u0 == 1) and u0 > 0 and not (u0 <= 1) and u0 < 41
         assert not (u0 == 5) and not (u0 == symbol("s0"))
-        with pytest.raises(symbols.UnbackedDecision) as raised:
+        with pytest.raises(unbacked.UnbackedDecision) as raised:
             _ = u0 >= 5
-        with pytest.raises(symbols.UnbackedDecision):
+        with pytest.raises(unbacked.UnbackedDecision):
             range(u0)  # (an integer use would guard it equal to a value)
     assert not ctx.guards and not ctx.specialized
     message = str(raised.value)
@@ -147,9 +147,9 @@ def test_an_unbacked_size_is_never_guarded():
 def test_decide_takes_the_callers_general_choice_on_an_unbacked_size():
     u0, s0 = symbol("u0"), symbol("s0")
     with deciding(unbacked_context()) as ctx:
-        assert symbols.decide(u0, "==", 0, unbacked=True) and not symbols.decide(u0, "<=", 1, unbacked=False)
-        assert not symbols.decide(u0, ">", 40, unbacked=True)  # (the range decides)
-        assert symbols.unbacked_in(u0 * s0) and not symbols.unbacked_in(s0)
-        assert symbols.decide(s0, ">", 5, unbacked=False)  # (a size of an argument: guarded as ever)
+        assert unbacked.decide(u0, "==", 0, unbacked=True) and not unbacked.decide(u0, "<=", 1, unbacked=False)
+        assert not unbacked.decide(u0, ">", 40, unbacked=True)  # (the range decides)
+        assert unbacked.unbacked_in(u0 * s0) and not unbacked.unbacked_in(s0)
+        assert unbacked.decide(s0, ">", 5, unbacked=False)  # (a size of an argument: guarded as ever)
         assert symbols.at_most(64, u0) == 40  # (its bound: no decision on it)
     assert list(ctx.guards) == ["(s0 - 5) > 0"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from braze.fuse.legality import INNER, Reason, Verdict, columnar, gathers, multi_pass
-from braze.ir import symbols
+from braze.ir import unbacked
 from braze.ir.expr import EXPENSIVE, Op
 from braze.target import Target
 
@@ -91,7 +91,7 @@ class TritonTarget(Target):
 def _late(*sizes) -> bool:
     """Does a size rest on a symbol known only once the graph runs? Then no speed choice is
     made on it (no class can be guarded): the general code."""
-    return any(symbols.unbacked_in(n) for n in sizes)
+    return any(unbacked.unbacked_in(n) for n in sizes)
 
 
 def slow_gather_rows(outer: int, reduce: int, fill: int) -> bool:

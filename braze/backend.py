@@ -259,8 +259,10 @@ def _with_cudagraphs(call, static_inputs: list):
 
 def _per_shape_cudagraphs(call, gm: torch.fx.GraphModule, kind: str):
     """A graph with symbolic sizes replayed through CUDA graphs, one set of captures per
-    concrete shape (``runtime/cudagraphs.PerShape``), when asked for and on a GPU."""
-    if not config.cudagraphs or graph_device(gm).type != "cuda":
+    concrete shape (``runtime/cudagraphs.PerShape``), when asked for and on a GPU. Not one
+    with sizes its ops decide from values: the same arguments may give other sizes, and
+    reading them waits for the GPU, which a capture cannot."""
+    if not config.cudagraphs or graph_device(gm).type != "cuda" or _has_unbacked_sizes(gm):
         return call
     from braze.runtime import cudagraphs
     return cudagraphs.per_shape(call, f"a {kind} graph with symbolic sizes", _static_inputs(gm, kind),

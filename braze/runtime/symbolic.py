@@ -121,7 +121,7 @@ class Symbolic:
             dynamo_guards = [str(g.expr) for g in self.shape_env.guards[before:]] if self.shape_env is not None else []
             compiled.sizes = SizeClass(dict(context.bindings), dict(context.guards),
                                        [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized],
-                                       dynamo_guards, {name: _described(meaning, *ranges[name])
+                                       dynamo_guards, {name: _described(meaning, name in self.bindings, *ranges[name])
                                                        for name, (meaning, _) in self.unbacked.items()})
             if self.cache_key and compiled.entry is not None and not dynamo_guards:
                 variant_cache.add(self.cache_key, list(context.guards), strides, compiled.sizes, compiled.entry)
@@ -213,8 +213,9 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
 _UNBACKED_HINT = 4096  # what heuristics that read a value (never a guard) assume of an unbacked size
 
 
-def _described(meaning: str, lo, hi) -> str:
-    return f"{meaning}, in [{lo}, {'inf' if hi == symbols.INF else hi}], read from that result once it has run"
+def _described(meaning: str, given: bool, lo, hi) -> str:
+    known = "" if given else ", read from that result once it has run"
+    return f"{meaning}, in [{lo}, {'inf' if hi == symbols.INF else hi}]{known}"
 
 
 def _unbacked(gm: torch.fx.GraphModule, bindings: dict) -> dict:
@@ -245,7 +246,7 @@ def _unbacked(gm: torch.fx.GraphModule, bindings: dict) -> dict:
     for name, meaning in found.items():
         vr = known.get(name)
         lo = int(vr.lower) if vr is not None and vr.lower.is_Integer else -symbols.INF  # (an item()'s may be < 0)
-        hi = int(vr.upper) if vr is not None and vr.upper.is_Integer else symbols.INF
+        hi = int(vr.upper) if vr is not None and vr.upper.is_Integer and vr.upper < 2**62 else symbols.INF
         out[name] = (meaning, (lo, hi))
     return out
 

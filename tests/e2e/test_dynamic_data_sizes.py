@@ -161,3 +161,26 @@ def test_without_symbolic_sizes_the_graph_runs_eagerly_and_says_why():
             torch.testing.assert_close(a, b)
     text = " ".join(str(w.message) for w in warned)
     assert "u0: the size of dim 0 of index (aten.index.Tensor)" in text and "symbolic_sizes" in text, text
+
+
+def test_with_symbolic_input_sizes_too(backend):
+    """Input sizes Dynamo made symbolic (``s0``, guarded as ever) beside the mask's ``u0``
+    (never guarded): every guard is on the inputs' symbols."""
+    def f(x):
+        y = x[x > 0]
+        return (y * 2).sum(), torch.relu(y - 0.5)
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for rows, mask in ((5, "random"), (9, "none"), (13, "all"), (9, "random")):
+            x = _input(mask, shape=(rows, 7))
+            ex = x.detach().clone().requires_grad_()
+            out, expected = g(x), f(ex)
+            for a, b in zip(out, expected):
+                torch.testing.assert_close(a, b)
+            (out[0] + out[1].sum()).backward()
+            (expected[0] + expected[1].sum()).backward()
+            torch.testing.assert_close(x.grad, ex.grad)
+    assert {g.kind for g in compiled.graphs} == {"forward", "backward"}
+    assert all(g.sizes is not None and "u0" in g.sizes.unbacked for g in compiled.graphs)
+    assert not any("u0" in guard for g in compiled.graphs for guard in g.sizes.guards)
+    assert len(compiled.graphs) <= 6  # (classes of the input sizes only)

@@ -60,8 +60,8 @@ def sized_by_values(ctx, node, target, args, kwargs):
     late = symbols.unbacked()
     if not symbols.active() or not any(s in late for s in _symbols_in(node.meta.get("val"))):
         raise LoweringError(target, f"the size of its result depends on its input's values (traced as "
-                            f"{_traced_sizes(node)}); braze compiles such a size only as a symbol of a graph "
-                            "with symbolic sizes", describe_inputs(node))
+                            f"{_traced_sizes(node)}); braze compiles such a size only as the symbol Dynamo traces "
+                            "it as (unbacked), so it cannot compile this graph", describe_inputs(node))
     return ctx.extern(target, args, kwargs)
 
 

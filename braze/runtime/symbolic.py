@@ -270,9 +270,10 @@ def _introduced(node, k: int, value) -> dict:
         return {str(value.node.expr): f"the value of {node.name} (item() of {node.args[0]})"}
     if not isinstance(value, torch.Tensor):
         return {}
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
     out = {}
     for dim, n in enumerate(value.shape):
-        if isinstance(n, torch.SymInt) and n.node.expr.is_Symbol and str(n.node.expr).startswith("u"):
+        if isinstance(n, torch.SymInt) and n.node.expr.is_Symbol and free_unbacked_symbols(n):
             result = f"result {k} of " if isinstance(node.meta.get("val"), (list, tuple)) else ""
             out[str(n.node.expr)] = f"the size of dim {dim} of {result}{node.name} ({node.target})"
     return out
@@ -283,6 +284,8 @@ def _shape_env_of(gm: torch.fx.GraphModule):
     for node in gm.graph.nodes:
         val = node.meta.get("val")
         for value in val if isinstance(val, (list, tuple)) else [val]:
+            if isinstance(value, torch.SymInt) and free_unbacked_symbols(value):
+                return value.node.shape_env
             if isinstance(value, torch.Tensor) and free_unbacked_symbols(value):
                 return next(n for n in value.shape if isinstance(n, torch.SymInt)).node.shape_env  # (one per graph)
     return None

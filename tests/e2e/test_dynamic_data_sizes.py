@@ -184,3 +184,19 @@ def test_with_symbolic_input_sizes_too(backend):
     assert all(g.sizes is not None and "u0" in g.sizes.unbacked for g in compiled.graphs)
     assert not any("u0" in guard for g in compiled.graphs for guard in g.sizes.guards)
     assert len(compiled.graphs) <= 6  # (classes of the input sizes only)
+
+
+def test_index_fill_backward_sums_at_the_unique_indices(backend):
+    """``index_fill``'s backward sums the value's gradient at ``_unique(idx)``: its size a
+    symbol, read from ``_unique``'s result (a fixed traced size would give a wrong gradient)."""
+    idx = torch.tensor([2, 1, 4, 2, 2])
+    f = lambda x, v: x.index_fill(-1, idx, v)
+    g = torch.compile(f, backend="braze")
+    with Compiled() as compiled:
+        for _ in range(2):
+            x, v = torch.randn(5, 5, requires_grad=True), torch.randn((), requires_grad=True)
+            grad = torch.randn(5, 5)
+            torch.testing.assert_close(torch.autograd.grad(g(x, v), (x, v), grad),
+                                       torch.autograd.grad(f(x, v), (x, v), grad))
+    backward = next(g for g in compiled.graphs if g.kind == "backward")
+    assert any("aten._unique.default" in m for m in backward.sizes.unbacked.values())

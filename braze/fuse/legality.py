@@ -155,10 +155,8 @@ def refine(nodes, roles: dict, outer: int, red: int, orders: dict) -> tuple | No
         cuts = symbols.divisor_chain(cuts)  # (ordered: each divides the next)
         if cuts is None:
             return None
-        at = next((k for k, c in enumerate(cuts) if symbols.same((c,), (red,))), None)
-        if at is None:  # (an empty reduction, dropped from the cuts)
-            return None
-        n_outer = len(cuts) - 1 - at  # the cuts from ``red`` on, but the last
+        at = next((k for k, c in enumerate(cuts) if symbols.same((c,), (red,))), 0)  # (0: red = 0, dropped)
+        n_outer = len(cuts) - 1 - at  # the cuts from ``red`` on (each at least ``red``), but the last
     else:
         cuts = sorted(cuts)
         if any(b % a for a, b in zip(cuts, cuts[1:])):

@@ -212,7 +212,11 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
     of the graph as traced: the per-shape compiles propagate concrete sizes through it)."""
     traced = copy_graph(gm)
 
-    def per_shape():
+    def per_shape(reason: str = ""):
+        if _has_unbacked_sizes(traced):  # (a fixed shape would not fix the sizes its ops decide)
+            from braze.runtime.symbolic import describe_unbacked
+            return _fail(traced, kind, BrazeError(f"sizes its ops decide from values ({describe_unbacked(traced)}) "
+                                                  f"compile only symbolically: {reason}"))
         if not config.specialize_dynamic:
             return _fail(traced, kind, BrazeError("symbolic sizes (set specialize_dynamic)"))
         from braze.runtime.specialize import Specializing
@@ -223,7 +227,8 @@ def _symbolic(gm: torch.fx.GraphModule, kind: str, options: dict, eager: list | 
         _eager_strides(gm, kind, eager)
         return Symbolic(gm, kind, options, functools.partial(_compiled_or_raise, scope=scope), per_shape,
                         load_fn=functools.partial(_loaded, scope=scope))
-    return per_shape()
+    return per_shape("symbolic sizes are off (symbolic_sizes)" if not config.symbolic_sizes
+                     else "this target takes no sizes as arguments")
 
 
 def _compiled_or_raise(gm: torch.fx.GraphModule, kind: str, scope: Scope | None = None):
@@ -254,8 +259,10 @@ def _with_cudagraphs(call, static_inputs: list):
 
 def _per_shape_cudagraphs(call, gm: torch.fx.GraphModule, kind: str):
     """A graph with symbolic sizes replayed through CUDA graphs, one set of captures per
-    concrete shape (``runtime/cudagraphs.PerShape``), when asked for and on a GPU."""
-    if not config.cudagraphs or graph_device(gm).type != "cuda":
+    concrete shape (``runtime/cudagraphs.PerShape``), when asked for and on a GPU. Not one
+    with sizes its ops decide from values: the same arguments may give other sizes, and
+    reading them waits for the GPU, which a capture cannot."""
+    if not config.cudagraphs or graph_device(gm).type != "cuda" or _has_unbacked_sizes(gm):
         return call
     from braze.runtime import cudagraphs
     return cudagraphs.per_shape(call, f"a {kind} graph with symbolic sizes", _static_inputs(gm, kind),
@@ -410,7 +417,17 @@ def _describe_failure(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _has_unbacked_sizes(gm) -> bool:
+    """Does an op of the graph decide a size from its input's values (``nonzero``, ``x[mask]``,
+    traced with ``capture_dynamic_output_shape_ops``)?"""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    return any(free_unbacked_symbols(node.meta.get("val")) for node in gm.graph.nodes
+               if node.meta.get("val") is not None)
+
+
 def _has_symbolic_sizes(gm) -> bool:
+    if _has_unbacked_sizes(gm):
+        return True
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue

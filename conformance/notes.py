@@ -39,7 +39,7 @@ _LAYER_NORM_OF_ONE_CUDA = ("normalizing over one element makes the output the bi
                            "gradient is 0; eager's CUDA kernel gives 0, braze's fused kernel a rounding residue "
                            "(1.4e-5 and 2.5e-5) that the exact expression cancels, scaled by rstd = 1/sqrt(eps) = 316")
 _CLOSER = "braze is the closer to float64 (its largest error against a float64 run is below eager's, shown)"
-_UNIQUE = ("refused on purpose (lower/core.py, _values_decide_size): the backward sums the gradient at the unique "
+_UNIQUE = ("refused on purpose (lower/data_sizes.py, values_decide_size): the backward sums the gradient at the unique "
            "indices, and aten._unique's result size depends on the values; torch 2.11 (CUDA and CPU) traced it with the "
            "fixed size (1,), from which braze would compute a wrong value gradient (0.05 against eager's 3.19 on the "
            "H100), so that backward graph runs through ATen")

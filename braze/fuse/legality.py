@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from braze import config
 from braze.ir import simplify as S
-from braze.ir import symbols
+from braze.ir import divisors, symbols, unbacked
 from braze.ir.expr import Expr, Op, cache_table, cached, free_vars, index, loads, substitute, var, walk
 from braze.ir.graph import ComputeNode, Graph, ReduceOp, out_vars, reduce_vars
 
@@ -150,17 +150,19 @@ def refine(nodes, roles: dict, outer: int, red: int, orders: dict) -> tuple | No
     cuts = {1, red, outer * red}
     for n in nodes:
         cuts |= _boundaries(n, roles[n.name], red, iteration_sizes(n, orders))
-    cuts = [c for c in cuts if c > 0]
+    cuts = [c for c in cuts if unbacked.decide(c, ">", 0, unbacked=True)]  # (u0 = 0: loops that run none)
     if any(symbols.is_symbolic(c) for c in cuts):
-        cuts = symbols.divisor_chain(cuts)  # (ordered, each dividing the next: no comparison)
+        cuts = divisors.divisor_chain(cuts)  # (ordered: each divides the next)
         if cuts is None:
             return None
+        at = next((k for k, c in enumerate(cuts) if symbols.same((c,), (red,))), 0)  # (0: red = 0, dropped)
+        n_outer = len(cuts) - 1 - at  # the cuts from ``red`` on (each at least ``red``), but the last
     else:
         cuts = sorted(cuts)
         if any(b % a for a, b in zip(cuts, cuts[1:])):
             return None
+        n_outer = sum(1 for a in cuts[:-1] if a >= red)
     dims = [b // a for a, b in zip(cuts, cuts[1:])][::-1]
-    n_outer = sum(1 for a in cuts[:-1] if a >= red)
     return dims, n_outer
 
 

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 from braze import config
 from braze.fuse.legality import Reason, Verdict, check_merge, group_domain
-from braze.ir import dtypes, symbols
-from braze.ir.graph import ComputeNode, ExternNode, Graph
+from braze.ir import dtypes, symbols, unbacked
+from braze.ir.expr import walk
+from braze.ir.graph import BufferArg, ComputeNode, ExternNode, Graph
 from braze.ir.collectives import starts_collective, waits
 
 
@@ -100,6 +101,7 @@ class Scheduler:
             if not g.extern and g.nodes[0].mutates:
                 writers.setdefault(g.nodes[0].mutates, []).append(g)
         self._chain_collectives()
+        self._after_unbacked_sizes()
         for g in self.groups:
             for name in g.nodes[0].reads():
                 producer = self.group_of.get(name)
@@ -119,6 +121,23 @@ class Scheduler:
         started = [g for g in self.groups if g.extern and starts_collective(g.nodes[0].target)]
         for a, b in zip(started, started[1:]):
             self._edge(a, b)
+
+    def _after_unbacked_sizes(self) -> None:
+        """A node whose sizes or code use a size known only once an op has run (``u0`` of
+        ``nonzero``) runs after that op, whose result the wrapper reads it from, even where
+        it reads no buffer of it (``zeros(y.shape[0])``)."""
+        given = symbols.bindings()  # (a backward's unbacked sizes are its arguments)
+        late = {name for name in symbols.unbacked() if name not in given}
+        if not late:
+            return
+        binder: dict = {}
+        for g in self.groups:
+            used = _symbols_used(g.nodes[0]) & late
+            for name in sorted(used):
+                if name in binder:
+                    self._edge(binder[name], g)
+                elif g.extern:
+                    binder[name] = g  # (the first extern that mentions it gives it: ``runtime/wrapper._bind``)
 
     def _edge(self, a: Group, b: Group) -> None:
         a.succs.add(b)
@@ -279,6 +298,29 @@ def _extern_numel(node: ExternNode, buffer: str) -> int:
 
 
 __all__ = ["schedule", "Schedule", "Group", "FusionRecord", "Reason", "group_domain"]
+
+
+def _symbols_used(node) -> set:
+    """The size symbols in a node's sizes, loop extents, constants and ATen arguments."""
+    found: set = set()
+
+    def add(value) -> None:
+        if symbols.is_symbolic(value) or isinstance(value, unbacked.Condition):
+            found.update(value.symbols())
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                add(v)
+        elif isinstance(value, BufferArg):
+            add((value.sizes, value.strides, value.offset))
+    add(node.sizes)
+    if isinstance(node, ComputeNode):
+        add(node.reduction.sizes if node.reduction is not None else ())
+        for e in walk(node.body) if node.body is not None else ():
+            add(e.arg)
+    else:
+        add((node.args, tuple(node.kwargs.values()), [out[2].sizes for out in node.outputs if out is not None]))
+        found.update([node.value_of] if node.value_of else [])
+    return found
 
 
 def _topological(groups: list) -> list:

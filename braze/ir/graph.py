@@ -200,6 +200,7 @@ class ExternNode(Node):
     outputs: list = field(default_factory=list)  # (buffer name, dtype, Layout) or None per result
     is_fallback: bool = False  # True: braze could have no lowering for it (reported)
     single: bool = True  # the call returns one tensor, not a tuple
+    value_of: str = ""  # the size symbol the call's scalar result is (``item()``: ``u0``), else ""
 
     def reads(self) -> list[str]:
         found = []

@@ -15,6 +15,8 @@ for every size for which all guards hold, and the wrapper checks them cheaply at
 call (``runtime/symbolic.py``). Using a size as a plain integer (``__index__``,
 ``range(n)``, ``math.gcd``) guards that it equals its hint: such a variant serves one
 value of that size, correctly; ``Context.specialized`` says where that happened.
+A symbol in ``Context.unbacked`` (``u0``: the size of a ``nonzero``'s result, known only
+once the graph runs) cannot be guarded: ``ir/unbacked.py`` decides on it.
 
 Constants are plain ``int``: a ``Size`` is never constant. Its text (``str``, f-strings)
 is C's unless ``language("python")`` is in force: kernels and the wrapper name the
@@ -263,6 +265,11 @@ def is_symbolic(x) -> bool:
     return isinstance(x, Size)
 
 
+def symbol_names(x) -> set:
+    """The names of the symbols in ``x`` (none for an int)."""
+    return x.symbols() if isinstance(x, Size) else set()
+
+
 def text_of(x, lang: str | None = None) -> str:
     return x.text(lang or _LANGUAGE.get()) if isinstance(x, Size) else str(x)
 
@@ -358,32 +365,9 @@ def next_power_of_two(n, cap: int | None = None) -> int:
     return p
 
 
-def divisor_chain(values) -> list | None:
-    """``values`` (positive) ordered so that each divides the next, or None where that
-    is not proven (``s0`` and ``s1``: either could be larger). No guard is added."""
-    def degree(v):
-        if not isinstance(v, Size):
-            return (0, v)
-        monomial, k = _leading(v)
-        return (len(monomial), k)
-    keys = [degree(v) for v in values]
-    if None in keys:
-        return None
-    order = [v for _, v in sorted(zip(keys, values), key=lambda t: t[0])]
-    for a, b in zip(order, order[1:]):
-        if not _is_zero(b % a if not isinstance(a, Size) and not isinstance(b, Size) else _divide(b, a)[1]):
-            return None
-    return order
-
-
 def _is_zero(x) -> bool:
     """Structurally zero (a ``Size`` never is: constants are ints); no decision is made."""
     return not isinstance(x, Size) and x == 0
-
-
-def _leading(v: Size) -> tuple:
-    """The term of ``v`` of the highest degree (the first such in ``v``'s order)."""
-    return max(v.terms, key=lambda t: len(t[0]))
 
 
 def _divide(a, d) -> tuple:
@@ -392,7 +376,8 @@ def _divide(a, d) -> tuple:
     terms, ``(q, 0)`` where ``d`` divides ``a`` exactly (``768*s + 768`` over ``64*s + 64``,
     ``s0*s1 - s0 - s1 + 1`` over ``s1 - 1``), else ``(0, a)``."""
     if isinstance(d, Size) and len(d.terms) != 1:
-        return _divide_by_polynomial(a, d)
+        from braze.ir.divisors import divide_by_polynomial
+        return divide_by_polynomial(a, d)
     dm, dk = d.terms[0] if isinstance(d, Size) else ((), d)
     quotient, rest = {}, {}
     for m, k in _terms(a):
@@ -402,31 +387,6 @@ def _divide(a, d) -> tuple:
         else:
             rest[m] = k
     return Size._make(quotient), Size._make(rest)
-
-
-def _divide_by_polynomial(a, d: Size, steps: int = 64) -> tuple:
-    """Long division by ``d`` in a graded lexicographic order of the monomials: the leading
-    term of what is left is divided by ``d``'s, until nothing is left (``d`` divides ``a``:
-    one polynomial is a Groebner basis of the multiples of it, so the division leaves
-    nothing exactly when it divides) or a leading term is not a multiple of ``d``'s. Integer
-    coefficients only; ``(0, a)`` where no exact quotient is found."""
-    keys = sorted({atom.key for m, _ in _terms(a) + d.terms for atom in m})
-
-    def order(term):
-        counts = [atom.key for atom in term[0]]
-        return (len(term[0]), [counts.count(key) for key in keys])
-    dm, dk = max(d.terms, key=order)
-    quotient, rest = 0, a
-    for _ in range(steps):
-        if _is_zero(rest):
-            return quotient, 0
-        m, k = max(_terms(rest), key=order)
-        left = _without(m, dm)
-        if left is None or k % dk:
-            break
-        step = Size._make({left: k // dk})
-        quotient, rest = quotient + step, rest - step * d
-    return (0, a)
 
 
 def _without(m: tuple, dm: tuple):
@@ -450,8 +410,13 @@ class Context:
     specialized: list = field(default_factory=list)  # (symbolic size, value, where)
     names: list = field(default_factory=list)  # the symbols, in the order kernels take them
     bindings: dict = field(default_factory=dict)  # symbol -> the wrapper's text that reads it
+    unbacked: dict = field(default_factory=dict)  # symbol -> what it stands for (a data-dependent size)
 
     def add_guard(self, size: "Size", op: str) -> None:
+        late = sorted(size.symbols() & set(self.unbacked)) if isinstance(size, Size) else []
+        if late:
+            from braze.ir.unbacked import UnbackedDecision
+            raise UnbackedDecision(late[0], self.unbacked[late[0]], f"{text_of(size, 'python')} {op} 0", _caller())
         self.guards.setdefault(f"{text_of(size, 'python')} {op} 0", _caller())
 
 
@@ -490,6 +455,13 @@ def bindings() -> dict:
     return dict(context.bindings) if context is not None else {}
 
 
+def unbacked() -> dict:
+    """Symbol -> what it stands for, for each size known only once an op of the graph has
+    run (the wrapper reads it from that op's result)."""
+    context = _CONTEXT.get()
+    return dict(context.unbacked) if context is not None else {}
+
+
 def _ranges() -> dict:
     context = _CONTEXT.get()
     return context.ranges if context is not None else {}
@@ -524,7 +496,11 @@ def possible(a, op: str, b) -> bool:
 def at_most(cap: int, size):
     """``min(cap, size)`` where known; ``cap`` for a size the ranges do not bound below it
     (a loop blocked by ``cap`` then runs only its tail for a smaller size), with no guard."""
-    return cap if known(size, "<", cap) is not True else size
+    if known(size, "<", cap) is not True:
+        return cap
+    context = _CONTEXT.get()
+    late = isinstance(size, Size) and context is not None and size.symbols() & set(context.unbacked)
+    return bounds_of(size, _ranges())[1] if late else size  # (u0: its bound, no decision)
 
 
 def hint(x) -> int:
@@ -565,6 +541,9 @@ def _compare(a: Size, b, op: str) -> bool:
     if proven or disproven:
         return proven
     context = _require_context(diff)
+    if diff.symbols() & set(context.unbacked):
+        from braze.ir.unbacked import size_oblivious
+        return size_oblivious(diff, op, context)
     outcome = _PYTHON[op](value_of(diff, context.hints), 0)
     context.add_guard(diff, op if outcome else _NEGATION[op])
     return outcome
@@ -578,14 +557,15 @@ def _specialize(size: Size) -> int:
     return value
 
 
-_DECIDING_FILES = (__file__, __file__.replace("symbols.py", "size_floats.py"))
+_DECIDERS = {__file__, __file__.replace("symbols.py", "unbacked.py"),
+             __file__.replace("symbols.py", "size_floats.py")}  # (not where a decision was asked)
 
 
 def _caller() -> str:
     """``file:line`` of the first frame outside this module and ``size_floats`` (what made a
     decision)."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename in _DECIDING_FILES:
+    while frame is not None and frame.f_code.co_filename in _DECIDERS:
         frame = frame.f_back
     return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}" if frame is not None else "?"
 

@@ -4,8 +4,7 @@ Takes: values Dynamo traced (``SymInt``s, whose ShapeEnv expressions are sympy) 
 tensor metadata. Gives: ``concrete`` (a ``SymInt`` as a ``Size`` or an int), ``sizes_of``,
 ``strides_of`` and ``offset_of`` of a traced tensor, and ``from_sympy``, the translation of a
 ShapeEnv expression into ``ir/symbols``' polynomials. And ``copy_graph``, a copy of a traced
-FX graph to compile from. ``values_decide_size``: whether a traced op's output size is known
-only once it has run (``nonzero``), which braze does not compile.
+FX graph to compile from.
 """
 from __future__ import annotations
 
@@ -85,35 +84,3 @@ def copy_graph(gm):
     new = torch.fx.GraphModule(gm, graph, class_name=type(gm).__name__)
     new.meta = dict(getattr(gm, "meta", {}))
     return new
-
-
-_SIZED_BY_VALUES = {getattr(aten, name) for name in (
-    "_unique", "_unique2", "unique_dim", "unique_consecutive", "nonzero", "masked_select", "bincount",
-    "repeat_interleave", "one_hot", "index")}
-
-
-def values_decide_size(node, target) -> bool:
-    """``nonzero``, ``_unique``, ``masked_select``...: an output's size is known only once the
-    op has run. Tracing gives such an output a symbolic size, or on some versions a fixed
-    guess (``_unique`` in the backward of ``index_fill`` was traced as size 1 under torch 2.11,
-    where the tag alone did not catch it). These have a fixed size when given:
-    ``index`` with integer indices, ``one_hot`` with ``num_classes``, ``repeat_interleave`` with
-    ``output_size``."""
-    packet, args, kwargs = target.overloadpacket, node.args, node.kwargs
-    if torch.Tag.dynamic_output_shape not in target.tags and packet not in _SIZED_BY_VALUES:
-        return False
-    if packet is aten.index:
-        masks = [i for i in args[1] if isinstance(i, torch.fx.Node)
-                 and i.meta["val"].dtype in (torch.bool, torch.uint8)]
-        return bool(masks)
-    if packet is aten.one_hot:
-        return (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) == -1
-    if packet is aten.repeat_interleave:
-        return kwargs.get("output_size") is None
-    return True
-
-
-def traced_sizes(node) -> str:
-    val = node.meta.get("val")
-    vals = val if isinstance(val, (list, tuple)) else [val]
-    return ", ".join(str(sizes_of(v)) for v in vals if isinstance(v, torch.Tensor)) or "no tensor"

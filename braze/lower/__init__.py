@@ -1,6 +1,6 @@
 """ATen FX graph -> braze Graph. Importing this package registers every rule."""
 from braze import config
-from braze.lower import (collectives, division, externs, indexing, pointwise, pooling, random,  # noqa: F401
+from braze.lower import (collectives, data_sizes, division, externs, indexing, pointwise, pooling, random,  # noqa: F401
                          reductions, scans, scatter, views)  # (registration)
 from braze.lower.core import LOWERINGS, Lowerer, LoweringError, TensorValue, Unsupported, graph_device, register
 

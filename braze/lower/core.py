@@ -31,7 +31,7 @@ from braze.ir import dtypes
 from braze.ir import simplify as S
 from braze.ir import size_floats, symbols
 from braze.ir.size_floats import SizeFloat
-from braze.ir.traced import concrete, offset_of, sizes_of, strides_of, traced_sizes, values_decide_size
+from braze.ir.traced import concrete, offset_of, sizes_of, strides_of
 from braze.ir.expr import Expr, Op, cast, load, substitute
 from braze.ir.graph import (BufferArg, ComputeNode, ExternNode, Graph, InputNode, Layout,
                             OutputSpec, out_vars)
@@ -220,10 +220,9 @@ class Lowerer:
             return self._python_call(node, target, args, kwargs)
         if target not in SIZE_FLOAT_RULES and size_floats.holds((args, kwargs)):
             args, kwargs = size_floats.plain(args), size_floats.plain(kwargs)
-        if values_decide_size(node, target):
-            raise LoweringError(target, f"the size of its result depends on its input's values (traced as "
-                                f"{traced_sizes(node)}); braze compiles fixed sizes only, so it cannot compile "
-                                "this graph", describe_inputs(node))
+        from braze.lower import data_sizes
+        if data_sizes.values_decide_size(node, target):
+            return data_sizes.sized_by_values(self, node, target, args, kwargs)
         if node.name in self.through_aten:  # (``single_op_kernels`` off: a lone op's kernel)
             return self.extern(target, args, kwargs)
         rule = LOWERINGS.get(target)
@@ -258,6 +257,11 @@ class Lowerer:
         traced = node.meta.get("val")
         if isinstance(traced, torch.SymFloat) and symbols.active():  # a float the kernels compute from sizes
             return target(*[SizeFloat.of(a) if symbols.is_symbolic(a) else a for a in args], **kwargs)
+        if isinstance(traced, torch.SymBool) and symbols.active():
+            from braze.lower import data_sizes
+            holds = data_sizes.condition(node, target, args)
+            if holds is not None:
+                return holds
         if isinstance(traced, (torch.SymBool, torch.SymFloat)):
             raise LoweringError(target, f"a symbolic {type(traced).__name__} ({traced}): braze's sizes are "
                                 "integers", describe_inputs(node))

@@ -13,7 +13,7 @@ import math
 import torch
 
 from braze.ir import dtypes
-from braze.ir import symbols
+from braze.ir import symbols, unbacked
 from braze.ir.expr import Op, binary, cast, const, index, unary
 from braze.ir.graph import ReduceOp, Reduction, out_vars, reduce_vars
 from braze.lower.core import TensorValue, Unsupported, register
@@ -58,9 +58,10 @@ def reduce(ctx, x: TensorValue, dims, keepdim: bool, op: ReduceOp, dtype, body_d
     if body_dtype is not None:
         body = cast(body, body_dtype)
     numel = math.prod(red_sizes)
-    if numel == 0 and op not in (ReduceOp.SUM, ReduceOp.PROD, ReduceOp.ANY, ReduceOp.ALL):
+    if op not in (ReduceOp.SUM, ReduceOp.PROD, ReduceOp.ANY, ReduceOp.ALL) \
+            and unbacked.decide(numel, "==", 0, unbacked=True):  # (eager raises where it is empty)
         raise Unsupported(f"{op.value} over an empty dimension")
-    if numel <= 1:
+    if unbacked.decide(numel, "<=", 1, unbacked=False):
         return _trivial(ctx, op, body, numel, dtype, out_sizes)
     return ctx.compute(dtype, out_sizes, body, reduction=Reduction(op, red_sizes))
 

@@ -8,6 +8,9 @@ variant whose guards hold for them. On a miss it compiles a new variant: the sam
 with the call's values as hints (``ir/symbols.py``); every decision the compiler made on
 a size that the ranges do not prove becomes one of the variant's guards. Kernels and
 wrapper take the sizes as arguments, so one variant serves every size of its class.
+A size an op of the graph decides from values (Dynamo's unbacked ``u0``) is a symbol no
+argument gives: the wrapper reads it from that op's result, its range is the ShapeEnv's, and
+no decision on it is guarded (``ir/unbacked.py``), so it never splits classes.
 
 A graph braze cannot compile symbolically (a size it cannot represent, a symbol no
 argument gives, the Triton backend, which does not take sizes as arguments yet) is
@@ -41,9 +44,11 @@ class SizeClass:
     guards: dict
     specialized: list
     dynamo_guards: list = dataclasses.field(default_factory=list)  # added to Dynamo's ShapeEnv by the compile
+    unbacked: dict = dataclasses.field(default_factory=dict)  # symbol -> what it stands for, read once run
 
     def lines(self) -> list:
-        out = [f"  symbols: {', '.join(f'{s} = {t}' for s, t in self.symbols.items())}"]
+        out = [f"  symbols: {', '.join(f'{s} = {t}' for s, t in self.symbols.items())}"] if self.symbols else []
+        out += [f"  unbacked: {s} = {meaning}" for s, meaning in self.unbacked.items()]
         out += [f"  guard: {g}  ({where})" for g, where in self.guards.items()]
         out += [f"  specialized: {s} = {v}  ({where})" for s, v, where in self.specialized]
         out += [f"  Dynamo guard: {g}" for g in self.dynamo_guards]
@@ -60,7 +65,7 @@ class Symbolic:
     def __init__(self, gm: torch.fx.GraphModule, kind: str, options: dict, compile_fn, specializing,
                  load_fn=None):
         self.gm, self.kind, self.options, self.compile_fn = gm, kind, options, compile_fn
-        self.specializing = specializing  # () -> the per-shape fallback
+        self.specializing = specializing  # (reason) -> the per-shape fallback
         self.load_fn = load_fn  # (graph-cache entry, gm, kind) -> the boxed compiled graph
         self.variants: list[Variant] = []
         self.stored = None  # the variants on disk not loaded yet (``runtime/variant_cache.py``)
@@ -70,8 +75,10 @@ class Symbolic:
         self.shape_env = None
         self.guards = config.guards
         self._boxed_call = True
+        self.unbacked: dict = {}  # symbol -> (what it stands for, its range): bound by the wrapper
         try:
             self.bindings, self.ranges, self.tensors, self.shape_env = _bindings(gm)
+            self.unbacked = _unbacked(gm, self.bindings)
             self._values = _binder(self.bindings)
         except (TypeError, ValueError) as exc:
             self._give_up(f"{type(exc).__name__}: {exc}")
@@ -100,9 +107,8 @@ class Symbolic:
         loaded = self._from_disk(args, values)
         if loaded is not None:
             return loaded
-        hints = dict(zip(self.bindings, values))
-        context = symbols.Context(hints, self.ranges, names=list(self.bindings))
-        context.bindings = {name: _binding_text(b) for name, b in self.bindings.items()}
+        context = self._context(values)
+        ranges = context.ranges
         before = len(self.shape_env.guards) if self.shape_env is not None else 0
         try:
             with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
@@ -118,11 +124,25 @@ class Symbolic:
             dynamo_guards = [str(g.expr) for g in self.shape_env.guards[before:]] if self.shape_env is not None else []
             compiled.sizes = SizeClass(dict(context.bindings), dict(context.guards),
                                        [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized],
-                                       dynamo_guards)
+                                       dynamo_guards, {name: _described(meaning, name in self.bindings, *ranges[name])
+                                                       for name, (meaning, _) in self.unbacked.items()})
             if self.cache_key and compiled.entry is not None and not dynamo_guards:
                 variant_cache.add(self.cache_key, list(context.guards), strides, compiled.sizes, compiled.entry)
             compiled.entry = None
         return Variant(check, call)
+
+    def _context(self, values) -> symbols.Context:
+        """The facts a compile for these values of the symbols decides with."""
+        hints = dict(zip(self.bindings, values))
+        ranges = dict(self.ranges)
+        for name, (_, (lo, hi)) in self.unbacked.items():  # (never a guard: a stand-in for heuristics only)
+            hints.setdefault(name, max(lo, min(hi, _UNBACKED_HINT)))
+            ranges[name] = (lo, hi)
+        names = list(self.bindings) + [name for name in self.unbacked if name not in self.bindings]
+        context = symbols.Context(hints, ranges, names=names)
+        context.bindings = {name: _binding_text(b) for name, b in self.bindings.items()}
+        context.unbacked = {name: meaning for name, (meaning, _) in self.unbacked.items()}
+        return context
 
     def _from_disk(self, args, values: dict) -> Variant | None:
         """A variant an earlier process compiled, whose guards hold for this call; or None."""
@@ -144,19 +164,18 @@ class Symbolic:
             compiled = getattr(call, "compiled", None)
             if compiled is not None:
                 compiled.sizes = stored.size_class
-                compiled.rebuild = functools.partial(_deciding, compiled.rebuild,
-                                                     dict(zip(self.bindings, values)), self.ranges)
+                compiled.rebuild = functools.partial(_deciding, compiled.rebuild, self._context(values))
             return Variant(check, call)
         return None
 
     def _give_up(self, reason: str) -> None:
         self.fallback_reason = reason
-        self.fallback = self.specializing()
+        self.fallback = self.specializing(reason)
 
 
-def _deciding(rebuild, hints: dict, ranges: dict):
+def _deciding(rebuild, context: symbols.Context):
     """The IR of a variant loaded from disk, lowered again with the sizes it was loaded for."""
-    with symbols.deciding(symbols.Context(hints, ranges, names=list(hints))):
+    with symbols.deciding(context):
         return rebuild()
 
 
@@ -192,6 +211,87 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
     if missing:
         raise ValueError(f"size symbols no argument gives: {sorted(missing)}")
     return bindings, ranges, tensors, shape_env
+
+
+_UNBACKED_HINT = 4096  # what heuristics that read a value (never a guard) assume of an unbacked size
+
+
+def _described(meaning: str, given: bool, lo, hi) -> str:
+    known = "" if given else ", read from that result once it has run"
+    return f"{meaning}, in [{lo}, {'inf' if hi == symbols.INF else hi}]{known}"
+
+
+def _unbacked(gm: torch.fx.GraphModule, bindings: dict) -> dict:
+    """``{symbol: (what it stands for, (lo, hi))}`` for each size that an op decides from
+    its input's values (Dynamo's unbacked ``u0``: ``nonzero``, ``x[mask]``): where no argument
+    gives it, the wrapper reads it from that op's result once the op has run; where one does
+    (a backward's), it is bound as any symbol, but no decision on it is guarded either."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    found: dict = {}
+    for node in gm.graph.find_nodes(op="placeholder"):  # (a backward's: from the forward)
+        for sym in free_unbacked_symbols(node.meta.get("val")) if node.meta.get("val") is not None else ():
+            if str(sym) in bindings:
+                found.setdefault(str(sym), f"a size the forward's ops decided from values, given as "
+                                           f"{_binding_text(bindings[str(sym)])}")
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for k, value in enumerate(val if isinstance(val, (list, tuple)) else [val]):
+            for name, meaning in _introduced(node, k, value).items():
+                if name not in bindings:
+                    found.setdefault(name, meaning)
+            for sym in free_unbacked_symbols(value) if value is not None else ():
+                if str(sym) not in bindings and str(sym) not in found:
+                    raise ValueError(f"the unbacked size {sym} first appears inside {node.name} "
+                                     f"({node.target}), not as a size of a result braze can read it from")
+    shape_env = _shape_env_of(gm) if found else None
+    known = {str(s): vr for s, vr in shape_env.var_to_range.items()} if shape_env is not None else {}
+    out = {}
+    for name, meaning in found.items():
+        vr = known.get(name)
+        lo = int(vr.lower) if vr is not None and vr.lower.is_Integer else -symbols.INF  # (an item()'s may be < 0)
+        hi = int(vr.upper) if vr is not None and vr.upper.is_Integer and vr.upper < 2**62 else symbols.INF
+        out[name] = (meaning, (lo, hi))
+    return out
+
+
+def describe_unbacked(gm: torch.fx.GraphModule) -> str:
+    """Each size of the graph an op decides from values, with the op (for error messages)."""
+    try:
+        found = _unbacked(gm, {})
+    except ValueError as exc:
+        return str(exc)
+    return "; ".join(f"{name}: {meaning}" for name, (meaning, _) in found.items())
+
+
+def _introduced(node, k: int, value) -> dict:
+    """The unbacked symbols that are plain sizes of ``value`` (the ``k``-th result of
+    ``node``), with what each stands for."""
+    if node.op != "call_function":
+        return {}
+    if isinstance(value, torch.SymInt) and node.target is torch.ops.aten._local_scalar_dense.default \
+            and value.node.expr.is_Symbol:
+        return {str(value.node.expr): f"the value of {node.name} (item() of {node.args[0]})"}
+    if not isinstance(value, torch.Tensor):
+        return {}
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    out = {}
+    for dim, n in enumerate(value.shape):
+        if isinstance(n, torch.SymInt) and n.node.expr.is_Symbol and free_unbacked_symbols(n):
+            result = f"result {k} of " if isinstance(node.meta.get("val"), (list, tuple)) else ""
+            out[str(n.node.expr)] = f"the size of dim {dim} of {result}{node.name} ({node.target})"
+    return out
+
+
+def _shape_env_of(gm: torch.fx.GraphModule):
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for value in val if isinstance(val, (list, tuple)) else [val]:
+            if isinstance(value, torch.SymInt) and free_unbacked_symbols(value):
+                return value.node.shape_env
+            if isinstance(value, torch.Tensor) and free_unbacked_symbols(value):
+                return next(n for n in value.shape if isinstance(n, torch.SymInt)).node.shape_env  # (one per graph)
+    return None
 
 
 def _strides(tensors: list) -> list:

@@ -90,11 +90,15 @@ class _Writer:
         self.raw_dtype: dict = {}  # raw storage name -> the dtype it was allocated with
         self.raw_count = 0
         self.allocated: set = set()
+        self.unbound: dict = {}  # unbacked symbols not read yet from a result (``_bind``)
 
     def run(self) -> str:
         inputs = [name for name in self.graph.inputs]
         self.lines.append("def call(args):")
         self.lines += [f"    {name} = {text}" for name, text in symbols.bindings().items()]
+        given = symbols.bindings()
+        self.unbound = {n: m for n, m in symbols.unbacked().items() if n not in given}  # (``_bind``)
+        self.lines += [f"    {name} = 0  # {meaning}: bound below" for name, meaning in self.unbound.items()]
         unpack = ", ".join(name or "_" for name in inputs)
         if inputs:
             self.lines.append(f"    {unpack}{',' if len(inputs) == 1 else ''} = args")
@@ -260,19 +264,34 @@ class _Writer:
                 self.lines.append(f"    {name} = {target[:-len('.default')]}.out({args}{kwargs}, out={out})")
             else:
                 self.lines.append(f"    {name} = {target}({args}{kwargs})")
+                self._bind(outs[0])
                 contiguous = node.target in CONTIGUOUS_RESULTS and _row_major(layout)
                 # (a collective's result is not read before its wait, whose result is checked)
                 if not contiguous and not starts_collective(node.target):
                     self._check_layout(outs[0])
+            return
+        if node.value_of:  # (``item()``: a scalar the sizes after it use)
+            self.lines.append(f"    {node.value_of} = {target}({args}{kwargs})")
+            self.unbound.pop(node.value_of, None)
             return
         result = f"{node.name}_result"
         self.lines.append(f"    {result} = {target}({args}{kwargs})")
         for k, out in enumerate(outs):
             if out is not None:
                 self.lines.append(f"    {out[0]} = {result}[{k}]")
+                self._bind(out)
                 if not starts_collective(node.target):
                     self._check_layout(out)
         self.lines.append(f"    del {result}")
+
+    def _bind(self, out) -> None:
+        """The sizes of an extern's result that only its run decides (``u0`` of ``nonzero``),
+        read from the result: the kernels and allocations after it take them."""
+        name, _, layout = out
+        for dim, size in enumerate(layout.sizes):
+            if symbols.is_symbolic(size) and symbols.text_of(size, "python") in self.unbound:
+                self.lines.append(f"    {symbols.text_of(size, 'python')} = {name}.shape[{dim}]")
+                del self.unbound[symbols.text_of(size, "python")]
 
     def _args_text(self, args) -> str:
         parts = []

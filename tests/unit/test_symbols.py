@@ -4,7 +4,7 @@ import pytest
 import sympy
 
 from braze.ir import simplify as S
-from braze.ir import symbols, traced
+from braze.ir import divisors, symbols, traced, unbacked
 from braze.ir.expr import var
 from braze.ir.symbols import Context, deciding, symbol
 
@@ -69,8 +69,8 @@ def test_index_arithmetic_simplifies_with_symbolic_extents():
 def test_the_divisor_chain_is_structural():
     s0, s1 = symbol("s0"), symbol("s1")
     with deciding(context(s0=3, s1=5)) as ctx:
-        assert symbols.divisor_chain([s0 * s1 * 4, 1, s1 * 4, 4]) == [1, 4, s1 * 4, s0 * s1 * 4]
-        assert symbols.divisor_chain([s0, s1]) is None  # either could be the larger
+        assert divisors.divisor_chain([s0 * s1 * 4, 1, s1 * 4, 4]) == [1, 4, s1 * 4, s0 * s1 * 4]
+        assert divisors.divisor_chain([s0, s1]) is None  # either could be the larger
         assert not ctx.guards
 
 
@@ -106,9 +106,9 @@ def test_the_text_is_an_operand_in_any_expression():
 def test_a_chain_of_divisors_with_sums_of_terms():
     """A key cache's ``cat`` has extents ``s + 1``: ``64*(s+1)`` divides ``768*s + 768``."""
     s, t = symbols.symbol("s0"), symbols.symbol("s1")
-    assert symbols.divisor_chain([768 * s + 768, 1, 64 * (s + 1), 64]) == [1, 64, 64 * s + 64, 768 * s + 768]
-    assert symbols.divisor_chain([1, 64 * (s + 1), (s + 1) * 768 * t]) == [1, 64 * s + 64, 768 * t * s + 768 * t]
-    assert symbols.divisor_chain([1, 64 * (s + 1), 768 * (s + 2)]) is None
+    assert divisors.divisor_chain([768 * s + 768, 1, 64 * (s + 1), 64]) == [1, 64, 64 * s + 64, 768 * s + 768]
+    assert divisors.divisor_chain([1, 64 * (s + 1), (s + 1) * 768 * t]) == [1, 64 * s + 64, 768 * t * s + 768 * t]
+    assert divisors.divisor_chain([1, 64 * (s + 1), 768 * (s + 2)]) is None
     assert (768 * s + 768) % (64 * s + 64) == 0 and (768 * s + 768) // (64 * s + 64) == 12
 
 
@@ -118,12 +118,12 @@ def test_a_chain_of_products_of_sums_is_divided_exactly():
     s0, s1, s2 = symbol("s0"), symbol("s1"), symbol("s2")
     rows, cols = s0 - 1, s1 - 1
     with deciding(context(s0=5, s1=7, s2=4)) as ctx:
-        assert symbols.divisor_chain([2 * rows * cols, 1, cols, rows * cols]) == [1, cols, rows * cols, 2 * rows * cols]
+        assert divisors.divisor_chain([2 * rows * cols, 1, cols, rows * cols]) == [1, cols, rows * cols, 2 * rows * cols]
         half = (s2 + 1) // 2  # x[::2]: a floor atom as a factor
-        assert symbols.divisor_chain([1, cols, half * cols * (s0 + 2)]) == [1, cols, half * cols * (s0 + 2)]
+        assert divisors.divisor_chain([1, cols, half * cols * (s0 + 2)]) == [1, cols, half * cols * (s0 + 2)]
         assert (rows * cols) // cols == rows and (rows * cols) % cols == 0
-        assert symbols.divisor_chain([1, s0 + 1, rows * cols]) is None  # s0 + 1 divides neither
-        assert symbols.divisor_chain([1, rows, rows * cols + 1]) is None
+        assert divisors.divisor_chain([1, s0 + 1, rows * cols]) is None  # s0 + 1 divides neither
+        assert divisors.divisor_chain([1, rows, rows * cols + 1]) is None
     assert not ctx.guards
 
 
@@ -134,3 +134,37 @@ def test_sizes_survive_pickling():
     size = s0 * 4 + symbols.floordiv(s1, 3) * s0 + symbols.modulo(s0 + 1, 8)
     again = pickle.loads(pickle.dumps(size))
     assert again == size and hash(again) == hash(size) and str(again) == str(size)
+
+
+def unbacked_context(hi=40) -> Context:
+    """``u0``: the size of ``x[mask]`` over 40 elements, known only once the graph runs."""
+    ctx = Context({"s0": 7, "u0": 40}, {"s0": (2, symbols.INF), "u0": (0, hi)})
+    ctx.unbacked = {"u0": "the size of dim 0 of index (aten.index.Tensor)"}
+    return ctx
+
+
+def test_an_unbacked_size_is_never_guarded():
+    """Decided as if it were at least 2 (the general code), an open equality false, and any
+    other open decision an error naming the symbol, what it stands for and the deciding line."""
+    u0 = symbol("u0")
+    with deciding(unbacked_context()) as ctx:
+        assert u0 != 1 and not (u0 == 1) and u0 > 0 and not (u0 <= 1) and u0 < 41
+        assert not (u0 == 5) and not (u0 == symbol("s0"))
+        with pytest.raises(unbacked.UnbackedDecision) as raised:
+            _ = u0 >= 5
+        with pytest.raises(unbacked.UnbackedDecision):
+            range(u0)  # (an integer use would guard it equal to a value)
+    assert not ctx.guards and not ctx.specialized
+    message = str(raised.value)
+    assert "u0" in message and "aten.index.Tensor" in message and "test_symbols.py:" in message
+
+
+def test_decide_takes_the_callers_general_choice_on_an_unbacked_size():
+    u0, s0 = symbol("u0"), symbol("s0")
+    with deciding(unbacked_context()) as ctx:
+        assert unbacked.decide(u0, "==", 0, unbacked=True) and not unbacked.decide(u0, "<=", 1, unbacked=False)
+        assert not unbacked.decide(u0, ">", 40, unbacked=True)  # (the range decides)
+        assert unbacked.unbacked_in(u0 * s0) and not unbacked.unbacked_in(s0)
+        assert unbacked.decide(s0, ">", 5, unbacked=False)  # (a size of an argument: guarded as ever)
+        assert symbols.at_most(64, u0) == 40  # (its bound: no decision on it)
+    assert list(ctx.guards) == ["(s0 - 5) > 0"]

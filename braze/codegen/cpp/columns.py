@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from braze.codegen.cpp.accumulate import accumulator_for
 from braze.codegen.cpp.exprs import ctype
-from braze.ir import symbols
+from braze.ir import symbols, unbacked
 
 if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
@@ -67,6 +67,8 @@ def block_width(kernel: CppKernel) -> int:
     width = MIN_BLOCK
     while 2 * width * per_column <= ACC_BYTES:
         width *= 2
+    if unbacked.unbacked_in(plan.outer_numel()):  # (known once the graph runs: the last block takes the rest)
+        return width
     width = min(width, _round_up(x_in.size, lanes))
     threads = kernel.threads if kernel.threaded() else 1
     blocks_wanted = -(-threads // (plan.outer_numel() // x_in.size))  # per row of columns

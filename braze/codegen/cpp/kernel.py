@@ -61,7 +61,7 @@ from braze.codegen.emitter import CPP_INDENT, Emitter
 from braze.fuse.kernel import KernelPlan, Member
 from braze.fuse.legality import COLUMN, reads_columns
 from braze import config
-from braze.ir import symbols
+from braze.ir import symbols, unbacked
 from braze.ir.expr import Expr, Op, free_vars, walk
 from braze.ir.reductions import LANE_CHAIN_MAX
 
@@ -130,8 +130,9 @@ class CppKernel:
         if plan.columns:
             return "row"
         work = plan.outer_numel() * plan.reduce_numel()
-        if self.threads > 1 and plan.outer_numel() < 2 * self.threads and plan.reduce_numel() >= SPLIT_MIN_REDUCE \
-                and work >= PARALLEL_MIN_WORK:
+        long_rows = unbacked.decide(plan.reduce_numel(), ">=", SPLIT_MIN_REDUCE, unbacked=True)  # (u0: any length)
+        if self.threads > 1 and plan.outer_numel() < 2 * self.threads and long_rows \
+                and unbacked.decide(work, ">=", PARALLEL_MIN_WORK, unbacked=True):
             return "split"
         if plan.outer and self._columnar():
             return "column"
@@ -161,7 +162,8 @@ class CppKernel:
 
     def threaded(self) -> bool:
         """Is there work enough for the parallel loop to use its threads?"""
-        return self.plan.outer_numel() * max(self.plan.reduce_numel(), 1) >= PARALLEL_MIN_WORK
+        work = self.plan.outer_numel() * max(self.plan.reduce_numel(), 1)
+        return unbacked.decide(work, ">=", PARALLEL_MIN_WORK, unbacked=True)
 
     def _threads_clause(self) -> str:
         """The ``if`` clause of a parallel pragma: none where the work is enough for the

@@ -31,6 +31,7 @@ from braze.codegen.cpp.calls import LIBRARY_CALLS
 from braze.codegen.cpp.exprs import ctype
 from braze.codegen.cpp.halves import block_halves, narrows_half
 from braze.ir import simplify as S
+from braze.ir import unbacked
 from braze.ir.expr import free_vars, walk
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ def _worth_it(kernel: CppKernel, run: int, elements: int) -> bool:
     """x86, not inside a foreach region, runs long enough, and a kernel that moves at
     least the threshold's bytes."""
     plan, threshold = kernel.plan, config.cpp_stream_min_bytes
-    if not _X86 or threshold < 0 or kernel.nested or run < MIN_RUN:
+    late = any(unbacked.unbacked_in(n) for n in (run, elements, *plan.extents.values()))
+    if not _X86 or threshold < 0 or kernel.nested or late or run < MIN_RUN:  # (late: no class to stream for)
         return False
     moved = sum(min(plan.extents[b], elements) * plan.dtypes[b].itemsize for b in set(plan.reads) | set(plan.writes))
     return moved >= threshold

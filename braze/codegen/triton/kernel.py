@@ -41,7 +41,7 @@ from braze.codegen.triton.reduce import Accumulator, accumulator_for
 from braze.codegen.triton.rows import finish_level
 from braze.codegen.triton.shapes import LOOP_RBLOCK, Shape, holds_whole_rows
 from braze.fuse.kernel import KernelPlan, Member
-from braze.ir import symbols
+from braze.ir import symbols, unbacked
 from braze.ir.reductions import LANE_CHAIN_MAX
 
 # Looped reductions over more elements than this keep float32 sums in float64: each lane
@@ -373,7 +373,7 @@ class TritonKernel:
         blocks = self.shape.blocks
         if "RCHUNK" in blocks:
             return blocks["RCHUNK"] > LANE_CHAIN_MAX * blocks["RBLOCK"]
-        return self.plan.reduce_numel() > LOOP_WIDE_FROM
+        return unbacked.decide(self.plan.reduce_numel(), ">", LOOP_WIDE_FROM, unbacked=True)  # (u0: the accurate one)
 
     # ------------------------------------------------------------------ split
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from braze.fuse.legality import INNER, Reason, Verdict, columnar, gathers, multi_pass
+from braze.ir import unbacked
 from braze.ir.expr import EXPENSIVE, Op
 from braze.target import Target
 
@@ -63,13 +64,17 @@ class TritonTarget(Target):
         return dtype in ATOMIC_ADD_DTYPES
 
     def scans_rows(self, rows: int, length: int) -> bool:
+        if _late(rows, length):
+            return True
         return self.device.type != "cuda" or rows >= SCAN_FEW_ROWS or length <= SCAN_LONG_ROW
 
     def gathers_slowly(self, outer: int, reduce: int) -> bool:
-        return slow_gather_rows(outer, reduce, self.fill)
+        return not _late(outer, reduce) and slow_gather_rows(outer, reduce, self.fill)
 
     def veto(self, nodes, nest, graph):
         outer, reduce = nest.outer_numel, nest.reduce_numel
+        if _late(outer, reduce):  # (no split for such a size: ``shapes._reduction``)
+            return None
         if multi_pass(nest) and few_programs(outer, reduce, columnar(nodes, nest, graph), self.fill):
             return Verdict(False, Reason.FEW_ROWS, f"{outer} rows of {reduce}")
         if slow_gather_rows(outer, reduce, self.fill):
@@ -81,6 +86,12 @@ class TritonTarget(Target):
     def compile(self, plans):
         from braze.codegen.triton import TritonBackend
         return TritonBackend(self.device).compile(plans)
+
+
+def _late(*sizes) -> bool:
+    """Does a size rest on a symbol known only once the graph runs? Then no speed choice is
+    made on it (no class can be guarded): the general code."""
+    return any(unbacked.unbacked_in(n) for n in sizes)
 
 
 def slow_gather_rows(outer: int, reduce: int, fill: int) -> bool:

@@ -48,7 +48,7 @@ from braze.codegen.triton.policy import few_programs
 from braze.fuse.legality import INNER, REDUCTION, reads_columns
 from braze.ir import simplify as S
 from braze.ir.reductions import LANE_CHAIN_MAX
-from braze.ir import symbols
+from braze.ir import symbols, unbacked
 from braze.ir.expr import Op, free_vars, walk
 from braze.ir.graph import ReduceOp
 
@@ -175,9 +175,8 @@ def choose(plan, device: DeviceInfo) -> Shape:
 
 
 def _needs_int64(plan, shape: Shape) -> bool:
-    biggest = max([plan.outer_numel() * max(1, plan.reduce_numel())] + list(plan.extents.values()))
-    biggest = max(biggest, shape.blocks.get("RSPLIT", 1) * plan.outer_numel())
-    return biggest >= WIDE
+    extents = [plan.outer_numel() * max(1, plan.reduce_numel()), shape.blocks.get("RSPLIT", 1) * plan.outer_numel()]
+    return any(unbacked.decide(n, ">=", WIDE, unbacked=True) for n in extents + list(plan.extents.values()))
 
 
 # ----------------------------------------------------------------------------- pointwise
@@ -265,11 +264,12 @@ def _scan(plan, device: DeviceInfo) -> Shape:
 def _reduction(plan, device: DeviceInfo) -> Shape:
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     orientation = "column" if plan.outer and _columnar(plan) else "row"
-    if _splittable(plan) and few_programs(xnumel, rnumel, orientation == "column", device.fill):
+    late = unbacked.unbacked_in(xnumel) or unbacked.unbacked_in(rnumel)  # (no class to guard: no split)
+    if not late and _splittable(plan) and few_programs(xnumel, rnumel, orientation == "column", device.fill):
         return _split(plan, orientation, device)
     if orientation == "column":
         return _column(xnumel, rnumel, device, _half_width(plan), _row_itemsize(plan) < 8)
-    if next_pow2(rnumel) <= persistent_max(plan):
+    if not unbacked.unbacked_in(rnumel) and next_pow2(rnumel) <= persistent_max(plan):  # (else a loop: any length)
         return _row(xnumel, rnumel, device)
     xblock = next_pow2(symbols.hint(xnumel), device.loop_rows)
     rblock = LOOP_RBLOCK if symbols.hint(rnumel) >= 4 * LOOP_RBLOCK else LOOP_RBLOCK // 2

@@ -12,9 +12,8 @@ A size an op of the graph decides from values (Dynamo's unbacked ``u0``) is a sy
 argument gives: the wrapper reads it from that op's result, its range is the ShapeEnv's, and
 no decision on it is guarded (``ir/unbacked.py``), so it never splits classes.
 
-A graph braze cannot compile symbolically (a size it cannot represent, a symbol no
-argument gives, the Triton backend, which does not take sizes as arguments yet) is
-handed to ``Specializing`` (one compile per concrete shape) and the reason kept in
+A graph braze cannot compile symbolically (a size it cannot represent, a symbol neither
+an argument nor an op's result gives) is handed to ``Specializing`` (one compile per concrete shape) and the reason kept in
 ``fallback_reason``. More than ``config.max_size_variants`` variants fall back the same
 way: the graph's decisions depend on the sizes too finely for variants to pay off.
 With ``config.guards`` off (read at construction; unsafe, a test aid) the first variant

@@ -1,5 +1,6 @@
 """Lowering rules for reductions: sum, mean, prod, amax/amin, max/min with
-indices, argmax/argmin, var/std and var_mean (one-pass Welford), any/all.
+indices, argmax/argmin, var/std and var_mean/std_mean (one-pass Welford; var and std
+of float32 accumulated in double on the CPU, as eager's), any/all.
 
 Takes: a ``TensorValue``, the reduced dims and keepdim. Gives: reduction nodes
 (``ComputeNode`` with a ``Reduction``) whose body reads the input with reduced

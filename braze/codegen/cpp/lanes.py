@@ -14,7 +14,9 @@ Takes: a ``CppKernel`` (shape ``row``, or ``split`` for ``emit_lanes``). Gives:
 - ``moment_keeps`` and ``TwoPass``: a row's mean and M2 (LayerNorm's var_mean) as a sum,
   then the sum of squared deviations from the mean over the row kept in a scratch
   array, instead of Welford's update in double (a serial chain of six double
-  operations per element). Two passes are at least as exact as Welford; the kept row
+  operations per element), float64 moments corrected by the deviations' sum (a float64
+  sum of equal values may miss their mean; float32's, in double, cannot). Two passes are
+  at least as exact as Welford; the kept row
   also serves the normalizing loop, which then reads one float instead of recomputing
   the row from its inputs. Timings of both: docs/benchmarks.md, "CPU kernels".
 """

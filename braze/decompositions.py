@@ -145,6 +145,7 @@ def _native_dropout(input, p, train):
     keep = torch.rand(input.shape, dtype=torch.float32, device=input.device) < 1.0 - p
     return input * keep * (1.0 / (1.0 - p)), keep
 
+
 # Overloads braze lowers itself: ``std`` takes the square root of its unrounded variance,
 # accumulated as eager's (``lower/reductions.py``), where ``sqrt(var(x))`` would round first.
 LOWERED = [aten.std.correction, aten.std_mean.correction]

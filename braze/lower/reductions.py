@@ -256,7 +256,7 @@ def _std(ctx, x, dims=None, *, correction=None, keepdim=False):
 def _std_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
     (var, sizes), mean = _moments(ctx, x, dims, keepdim, correction, _moment_dtype(ctx, x.dtype))
     std = finish(ctx, unary(Op.SQRT, var), x.dtype, sizes)
-    return std, finish(ctx, mean.expr, x.dtype, mean.sizes)
+    return std, (finish(ctx, mean.expr, x.dtype, mean.sizes) if x.dtype != mean.dtype else mean)
 
 
 @register(aten.linalg_vector_norm.default)

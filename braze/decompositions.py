@@ -146,6 +146,11 @@ def _native_dropout(input, p, train):
     return input * keep * (1.0 / (1.0 - p)), keep
 
 
+# Overloads braze lowers itself: ``std`` takes the square root of its unrounded variance,
+# accumulated as eager's (``lower/reductions.py``), where ``sqrt(var(x))`` would round first.
+LOWERED = [aten.std.correction, aten.std_mean.correction]
+
+
 @functools.lru_cache(maxsize=2)
 def table(fallback_random: bool = False) -> dict:
     """The table; ``fallback_random`` leaves dropout to ATen's kernel."""
@@ -158,4 +163,5 @@ def table(fallback_random: bool = False) -> dict:
     keep = set()
     for packet in KEEP:
         keep.update(getattr(packet, name) for name in packet.overloads())
+    keep.update(LOWERED)
     return {op: fn for op, fn in result.items() if op not in keep}

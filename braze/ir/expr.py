@@ -309,7 +309,7 @@ def cast(value: Expr, dtype) -> Expr:
     if value.op is Op.CAST and value.arg == "store" and value.args[0].dtype == dtype:
         return value.args[0]  # a value rounded only because it was once to be stored
     if value.op is Op.CONST and dtype is not dtypes.INDEX and value.dtype is not dtypes.INDEX:
-        return const(_convert_constant(value.arg, dtype), dtype)
+        return const(_convert_constant(value.arg, value.dtype, dtype), dtype)
     if value.op is Op.CONST and dtype is dtypes.INDEX:
         return index(value.arg)
     return Expr(Op.CAST, dtype, (value,))
@@ -322,7 +322,11 @@ def store_cast(value: Expr, dtype) -> Expr:
     return Expr(Op.CAST, dtype, (value,), "store")
 
 
-def _convert_constant(value, dtype):
+def _convert_constant(value, src, dtype):
+    """The constant ``value`` of dtype ``src`` converted to ``dtype`` as torch converts it:
+    a float constant holds its own dtype's rounding (float32(0.1), not the double 0.1)."""
+    if src in dtypes.FLOATS:
+        value = torch.tensor(value, dtype=src).item()
     if dtype is torch.bool:
         return bool(value)
     if dtype in dtypes.INTEGERS:
@@ -331,7 +335,7 @@ def _convert_constant(value, dtype):
                 return torch.tensor(value).to(dtype).item()
             value = math.trunc(value)
         return torch.tensor(int(value), dtype=torch.int64).to(dtype).item()
-    return float(value)
+    return torch.tensor(value, dtype=src).to(dtype).item()
 
 
 def unary(op: Op, value: Expr) -> Expr:

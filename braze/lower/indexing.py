@@ -47,7 +47,8 @@ def filled(ctx, value, dtype, sizes) -> TensorValue:
         raise Unsupported(f"dtype {dtype}")
     if isinstance(value, TensorValue):
         raise Unsupported("fill with a tensor value")
-    return finish(ctx, const(value, dtypes.compute_dtype(dtype)), dtype, sizes)
+    held = cast(const(value, dtype), dtypes.compute_dtype(dtype))  # bf16's 0.1, in float32
+    return finish(ctx, held, dtype, sizes)
 
 
 @register(aten.full.default, aten.full_like.default)

@@ -1,5 +1,6 @@
 """Lowering rules for reductions: sum, mean, prod, amax/amin, max/min with
-indices, argmax/argmin, var/std and var_mean (one-pass Welford), any/all.
+indices, argmax/argmin, var/std and var_mean/std_mean (one-pass Welford; var and std
+of float32 accumulated in double on the CPU, as eager's), any/all.
 
 Takes: a ``TensorValue``, the reduced dims and keepdim. Gives: reduction nodes
 (``ComputeNode`` with a ``Reduction``) whose body reads the input with reduced
@@ -198,15 +199,26 @@ def _all(ctx, x, dims=None, keepdim=False):
     return _logical(ctx, x, dims, keepdim, ReduceOp.ALL)
 
 
-def welford(ctx, x, dims, keepdim, correction):
-    """(variance, mean) of ``x`` over ``dims`` in one pass."""
+def welford(ctx, x, dims, keepdim, correction, acc=None):
+    """(variance, mean) of ``x`` over ``dims`` in one pass, accumulated in ``acc`` (default:
+    the dtype ``x`` computes in)."""
+    (var, sizes), mean = _moments(ctx, x, dims, keepdim, correction, acc)
+    var = finish(ctx, var, x.dtype, sizes)
+    if x.dtype != mean.dtype:
+        mean = finish(ctx, mean.expr, x.dtype, mean.sizes)
+    return var, mean
+
+
+def _moments(ctx, x, dims, keepdim, correction, acc=None):
+    """((the variance's expression, its sizes), the mean's node), both of dtype ``acc``: the
+    variance unrounded, for a ``sqrt`` to read."""
     if not dtypes.is_float(x.dtype):
         raise Unsupported("variance of an integer tensor")
-    acc = dtypes.compute_dtype(x.dtype)
+    acc = acc or dtypes.compute_dtype(x.dtype)
     if math.prod(x.sizes[k] for k in reduced_dims(x, dims)) == 0:  # eager: NaN, NaN
         from braze.lower.indexing import filled
         sizes = _kept_sizes(x, dims, keepdim)
-        return filled(ctx, math.nan, x.dtype, sizes), filled(ctx, math.nan, x.dtype, sizes)
+        return (const(math.nan, acc), sizes), filled(ctx, math.nan, acc, sizes)
     mean = reduce(ctx, x, dims, keepdim, ReduceOp.WELFORD_MEAN, acc, body_dtype=acc)
     m2 = reduce(ctx, x, dims, keepdim, ReduceOp.WELFORD_M2, acc, body_dtype=acc)
     n = math.prod(x.sizes[k] for k in reduced_dims(x, dims))
@@ -214,10 +226,15 @@ def welford(ctx, x, dims, keepdim, correction):
     if symbols.is_symbolic(n) and float(correction).is_integer():  # a symbolic count stays symbolic
         correction = int(correction)
     denom = const(max(0, n - correction), acc)
-    var = finish(ctx, binary(Op.TRUEDIV, m2.expr, denom), x.dtype, m2.sizes)
-    if x.dtype != acc:
-        mean = finish(ctx, mean.expr, x.dtype, mean.sizes)
-    return var, mean
+    return (binary(Op.TRUEDIV, m2.expr, denom), m2.sizes), mean
+
+
+def _moment_dtype(ctx, dtype):
+    """The accumulator of ``var``/``std`` as eager's: float32 moments in double on the CPU
+    (ATen's ``acc_type`` there), so that squares past float32's range stay finite."""
+    if dtype is torch.float32 and ctx.graph.device.type == "cpu":
+        return torch.float64
+    return dtypes.compute_dtype(dtype)
 
 
 @register(aten.var_mean.correction)
@@ -227,14 +244,20 @@ def _var_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
 
 @register(aten.var.correction)
 def _var(ctx, x, dims=None, *, correction=None, keepdim=False):
-    return welford(ctx, x, dims, keepdim, correction)[0]
+    return welford(ctx, x, dims, keepdim, correction, _moment_dtype(ctx, x.dtype))[0]
 
 
 @register(aten.std.correction)
 def _std(ctx, x, dims=None, *, correction=None, keepdim=False):
-    var = welford(ctx, x, dims, keepdim, correction)[0]
-    acc = dtypes.compute_dtype(x.dtype)
-    return finish(ctx, unary(Op.SQRT, cast(var.expr, acc)), x.dtype, var.sizes)
+    (var, sizes), _ = _moments(ctx, x, dims, keepdim, correction, _moment_dtype(ctx, x.dtype))
+    return finish(ctx, unary(Op.SQRT, var), x.dtype, sizes)
+
+
+@register(aten.std_mean.correction)
+def _std_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
+    (var, sizes), mean = _moments(ctx, x, dims, keepdim, correction, _moment_dtype(ctx, x.dtype))
+    std = finish(ctx, unary(Op.SQRT, var), x.dtype, sizes)
+    return std, (finish(ctx, mean.expr, x.dtype, mean.sizes) if x.dtype != mean.dtype else mean)
 
 
 @register(aten.linalg_vector_norm.default)

@@ -15,8 +15,3 @@ from e2e.test_views import *  # noqa: F401,F403
 def every_size_symbolic(monkeypatch):
     monkeypatch.setattr(helpers, "DYNAMIC", True)
 
-
-# A strict xfail for a known folding bug of static constants (braze.ir.expr.cast): with
-# symbolic sizes the constant's graph differs and its f32_int case passes, so the strict
-# mark does not hold here; it stays in test_pointwise.py.
-del test_a_widened_float_constant_keeps_the_value_of_its_dtype  # noqa: F821

@@ -236,11 +236,6 @@ def test_amax_backward_compares_the_rounded_maximum_with_the_rounded_sum(backend
     torch.testing.assert_close(a.grad, b.grad)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="std over a row of equal values: braze's mean (sum / n) misses such a row by an "
-                          "ulp, M2 comes out ~1e-33 instead of eager's 0, and std's gradient is O(1) where "
-                          "eager masks it to 0. Correcting the mean by the deviations' sum cost a C++ "
-                          "LayerNorm row 8 % and a Triton row a third row sum; not taken yet")
 def test_the_gradient_of_std_over_equal_values_is_eager_s(backend):
     """std over rows of equal values is 0 and its gradient 0 (eager masks it there)."""
     def fn(a):
@@ -253,3 +248,29 @@ def test_the_gradient_of_std_over_equal_values_is_eager_s(backend):
     torch.compile(fn, backend="braze")(a).backward(grad)
     fn(b).backward(grad)
     torch.testing.assert_close(a.grad, b.grad)
+
+
+@pytest.mark.parametrize("length", [3, 100, 1000, 5000])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_moments_of_rows_of_equal_values_are_exact(dtype, length, backend):
+    """A row of equal values: std and var 0, mean the value itself, bit for bit as eager, in
+    the two-pass rows and the looped Welford ones; std's gradient there is 0 (var's is the
+    row's deviations from a mean of the backward's own, ulps either side)."""
+    row = torch.tensor([0.1, 0.7, 1 / 3, 2.2, 1e5 / 3, -7.77], dtype=dtype).view(6, 1)
+    x = row.expand(6, length).contiguous()
+    check(lambda x: (torch.std(x, 1), torch.std_mean(x, 1, correction=0), torch.var(x, 1)), x, atol=0, rtol=0)
+    check(lambda x: (torch.std(x, 1) + torch.std_mean(x, 1)[0]).exp(), x.requires_grad_(), grad=True)
+    if dtype is torch.float64:
+        check(lambda x: torch.var_mean(x, 1), x.detach(), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dim", [-1, 0], ids=["rows", "columns"])
+@pytest.mark.parametrize("shape", [(8, 37), (8, 20000), (37, 8), (5000, 8)])
+def test_float32_std_and_var_past_1e19_stay_finite_as_eager_s(shape, dim, backend):
+    """Squares of float32 deviations near 1e20 pass float32's range: eager's CPU kernels
+    accumulate float32 moments in double, and so does braze on the CPU (std finite, var
+    inf where its float32 result is)."""
+    x = torch.randn(shape)
+    check(lambda x: (torch.std(x * 1e20, dim=dim), torch.var(x * 1e20, dim=dim),
+                     torch.std(x * 1e19, dim=dim), torch.var(x * 1e18, dim=dim),
+                     torch.std_mean(x * 1e20, dim=dim)), x)

@@ -127,15 +127,26 @@ def test_casts(src, dst, backend):
 
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="braze bug: braze.ir.expr.cast folds a float constant into a wider float dtype with "
-                          "its Python double value (0.1), not the value of its own dtype (float32(0.1) = "
-                          "0.10000000149011612; bfloat16(0.1) = 0.10009765625), on both code generators")
 @pytest.mark.parametrize("value, src, dst", [(0.1, torch.float32, torch.float64), (0.1, torch.bfloat16, torch.float32),
                                              (16777217, torch.float32, torch.float64)], ids=["f32", "bf16", "f32_int"])
 def test_a_widened_float_constant_keeps_the_value_of_its_dtype(value, src, dst, backend):
     """``torch.full(.., 0.1, dtype=float32).double()`` is float32's 0.1 in float64, as eager."""
     check(lambda x: torch.full((3,), value, dtype=src).to(dst) + x, rand(3, dtype=dst), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("value, src, dst", [(0.1, torch.float64, torch.float32), (0.1, torch.float64, torch.bfloat16),
+                                             (16777217.0, torch.float32, torch.int64)],
+                         ids=["f64_f32", "f64_bf16", "f32_i64"])
+def test_a_narrowed_constant_converts_as_torch_does(value, src, dst, backend):
+    """A folded constant rounds once from its own dtype's value (float32(16777217.0) is 2**24)."""
+    check(lambda x: torch.full((3,), value, dtype=src).to(dst) + x, rand(3, dtype=dst), atol=0, rtol=0)
+
+
+def test_an_int64_constant_rounds_once_into_float32(backend):
+    """2**62 + 2**38 + 1 rounds up in float32; through float64 first it would tie down to 2**62.
+    The literal is written out so that symbolic-size runs keep it a constant, not a size symbol."""
+    check(lambda x: torch.full((3,), 4611686293305294849, dtype=torch.int64).to(torch.float32) + x,
+          rand(3), atol=0, rtol=0)
 
 def test_int_chain_exact(backend):
     a = rand(100, 130, dtype=torch.int64, low=-10 ** 6, high=10 ** 6)

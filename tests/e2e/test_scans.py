@@ -1,5 +1,6 @@
 """Cumulative ops (``braze.lower.scans``): ``cumsum`` and ``cumprod`` and what
 decomposes into them (``prod``'s gradient), against eager on both code generators."""
+import pytest
 import torch
 
 import braze
@@ -55,7 +56,19 @@ def test_product_gradients_with_zeros(backend):
     assert not [f for g in compiled.graphs for f in g.fallbacks]
 
 
-def test_bf16_cumsum(backend):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_cumprod_of_a_selected_row_with_zeros_and_negatives(dtype, backend):
+    """A row picked by ``select`` or indexing (strided and contiguous), holding one zero, two
+    zeros or none, with negative values: values and gradients as eager's."""
+    x = torch.randn(6, 9, 4, dtype=dtype)
+    with torch.no_grad():
+        x[1, 4, :] = 0
+        x[2, 1, 2] = x[2, 6, 2] = 0
+        x[3] = -x[3].abs()
+    x.requires_grad_()
+    check(lambda x: (x.select(2, 2)[1].cumprod(0), x[2].cumprod(0), x.select(0, 3).cumprod(1),
+                     x[:, 4, 1].cumprod(0), x.select(2, 2)[2].cumprod(0) * x[2, :, 0]), x, grad=True)
+
     check_low_precision(lambda x: x.cumsum(1), rand(4, 100).bfloat16())
 
 

@@ -88,6 +88,10 @@ def test_constants_hold_what_their_dtype_holds(value, dtype, stored):
     (2.7, torch.float32, torch.int32), (-2.7, torch.float64, torch.int64), (300, torch.int64, torch.uint8),
     (-5, torch.int32, torch.int8), (0.5, torch.float32, torch.bool), (0.0, torch.float32, torch.bool),
     (7, torch.int64, torch.float64), (float("inf"), torch.float32, torch.bool),
+    (0.1, torch.float64, torch.float32), (0.1, torch.float64, torch.bfloat16), (0.1, torch.float32, torch.float16),
+    (16777217.0, torch.float64, torch.float32), (16777217.0, torch.float32, torch.int64),
+    (2 ** 53 + 1, torch.int64, torch.float64), (2 ** 62 + 2 ** 38 + 1, torch.int64, torch.float32),
+    (257, torch.int32, torch.bfloat16), (1e10, torch.float64, torch.float16),
 ])
 def test_cast_of_a_constant_folds_as_torch_converts(value, src, dst):
     folded = cast(const(value, src), dst)
@@ -95,10 +99,6 @@ def test_cast_of_a_constant_folds_as_torch_converts(value, src, dst):
     assert folded.arg == torch.tensor(value, dtype=src).to(dst).item()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="braze bug: cast() folds a float constant into a wider float dtype keeping its "
-                          "Python double (0.1), not the value its own dtype holds (float32(0.1) = "
-                          "0.10000000149011612), so torch.full((3,), 0.1).double() differs from eager")
 @pytest.mark.parametrize("value, src, dst", [(0.1, torch.float32, torch.float64),
                                              (0.1, torch.bfloat16, torch.float32),
                                              (16777217, torch.float32, torch.float64)])

@@ -14,7 +14,9 @@ Takes: a ``CppKernel`` (shape ``row``, or ``split`` for ``emit_lanes``). Gives:
 - ``moment_keeps`` and ``TwoPass``: a row's mean and M2 (LayerNorm's var_mean) as a sum,
   then the sum of squared deviations from the mean over the row kept in a scratch
   array, instead of Welford's update in double (a serial chain of six double
-  operations per element). Two passes are at least as exact as Welford; the kept row
+  operations per element), float64 moments corrected by the deviations' sum (a float64
+  sum of equal values may miss their mean; float32's, in double, cannot). Two passes are
+  at least as exact as Welford; the kept row
   also serves the normalizing loop, which then reads one float instead of recomputing
   the row from its inputs. Timings of both: docs/benchmarks.md, "CPU kernels".
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+import torch
 
 from braze.codegen.cpp.accumulate import Accumulator
 from braze.codegen.cpp.exprs import ctype
@@ -204,14 +208,30 @@ class TwoPass:
         count = f"(double){symbols.text_of(r.size, 'c')}" if symbols.is_symbolic(r.size) else repr(float(r.size))
         em.emit(indent, f"const {t} {mean} = ({t})({total.field('v')}[0] / {count});")
         squares = Accumulator(total.name + "q", "sum", total.dtype)
-        kernel.declare([squares], lanes, indent)
+        # a float64 sum of equal values may miss their mean (float32's, in double, cannot)
+        deviations = Accumulator(total.name + "e", "sum", total.dtype) if total.dtype is torch.float64 else None
+        sums = [squares] + ([deviations] if deviations else [])
+        kernel.declare(sums, lanes, indent)
 
         def body(ind: str, narrow: dict | None) -> None:
             target = (narrow or {}).get(id(squares), squares)
             em.emit(ind, f"const {t} d_ = {kept}[{r.name}] - {mean};")
             em.emit_lines(ind, target.update(lambda s: f"{target.field(s)}[l]", "d_ * d_", None))
+            if deviations:
+                em.emit_lines(ind, deviations.update(lambda s: f"{deviations.field(s)}[l]", "d_", None))
         emit_lanes(kernel, indent, r, lanes, body, [squares] if squares.wide else [], spread_tail=True)
-        merge_lanes(kernel, [squares], lanes, indent)
+        merge_lanes(kernel, sums, lanes, indent)
         m2 = f"(({t}){squares.field('v')}[0])"
+        if deviations:
+            mean, m2 = _corrected(em, indent, total.name, mean, m2, deviations.field("v") + "[0]", count)
         for m in members:
             kernel.moments[m.name] = mean if m.reduce_op is ReduceOp.WELFORD_MEAN else m2
+
+
+def _corrected(em, indent: str, name: str, mean: str, m2: str, deviations: str, count: str) -> tuple:
+    """The corrected two-pass moments: the mean moved by the deviations' mean, m2 less the
+    deviations' sum squared over n (at least 0; NaN stays). A row of equal values then has
+    its own value as mean and m2 exactly 0, as eager's Welford (std's gradient masks there)."""
+    em.emit(indent, f"const double {name}_meanc = {mean} + {deviations} / {count};")
+    em.emit(indent, f"const double {name}_m2c = {m2} - {deviations} * {deviations} / {count};")
+    return f"{name}_meanc", f"({name}_m2c < 0 ? 0.0 : {name}_m2c)"

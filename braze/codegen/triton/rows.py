@@ -69,7 +69,9 @@ def _moments(kernel: TritonKernel, acc, member, printer: Printer) -> list:
     mean's rounding error d adds n * d^2 to m2, relatively (d / std)^2: 1e-8 for a row of
     4096 near 1000 with unit spread. Correcting it by the deviations' sum would cost a third
     row sum, which a memory-bound LayerNorm+GELU row pays for in time
-    (``python -m benchmarks.layernorm_variants``; docs/benchmarks.md, "Normalizations")."""
+    (``python -m benchmarks.layernorm_variants``; docs/benchmarks.md, "Normalizations"):
+    only float64 moments take it (the corrected two-pass), so that a row of equal values has
+    its own value as mean and m2 exactly 0, as eager's Welford."""
     value = printer(member.value)
     text = acc.element(printer.tensor(value, member.value.dtype), None)[0]
     dtype = acc.acc_dtype
@@ -78,8 +80,14 @@ def _moments(kernel: TritonKernel, acc, member, printer: Printer) -> list:
     total, = tree_sums(kernel, [kernel.as_lanes(text, value.axes, "0.0")], printer.indent)
     mean = printer.temp(_divide(total, count, dtype), {"x"})
     centered = printer.temp(kernel.as_lanes(f"{text} - {mean.text}", value.axes | {"x"}, "0.0"), {"x", "r"})
-    squares, = tree_sums(kernel, [f"{centered.text} * {centered.text}"], printer.indent)
-    return [mean.text, squares, count]
+    if dtype is not torch.float64:
+        squares, = tree_sums(kernel, [f"{centered.text} * {centered.text}"], printer.indent)
+        return [mean.text, squares, count]
+    # a float64 sum of equal values may miss their mean: the corrected two-pass moments
+    squares, deviations = tree_sums(kernel, [f"{centered.text} * {centered.text}", centered.text], printer.indent)
+    corrected = printer.temp(f"{mean.text} + {deviations} / {count}", {"x"})
+    m2 = printer.temp(f"{squares} - {deviations} * {deviations} / {count}", {"x"})
+    return [corrected.text, f"tl.where({m2.text} < 0, 0.0, {m2.text})", count]
 
 
 def _divide(text: str, count: str, dtype) -> str:

@@ -42,6 +42,18 @@ def test_the_guards_name_what_decided_them(backend):
     assert "symbols:" not in str(report)  # a static graph has none
 
 
+def _same_value_and_gradient(compiled, eager, x):
+    """The compiled function's value and input gradient are eager's at ``x``."""
+    x = x.requires_grad_()
+    ex = x.detach().clone().requires_grad_()
+    y, ey = compiled(x), eager(ex)
+    torch.testing.assert_close(y, ey)
+    grad = torch.randn_like(ey)
+    y.backward(grad)
+    ey.backward(grad)
+    torch.testing.assert_close(x.grad, ex.grad)
+
+
 @pytest.mark.parametrize("padded", ["off", "on"])
 def test_a_transformer_block_forward_and_backward_over_sequence_lengths(backend, padded):
     """Also with the matrix products' rows padded (as on the GPU). No decision falls on
@@ -50,14 +62,7 @@ def test_a_transformer_block_forward_and_backward_over_sequence_lengths(backend,
     g = torch.compile(block, backend="braze", options={"pad_matmul_rows": padded})
     with Compiled() as compiled:
         for t in (5, 7, 11, 13, 29):
-            x = torch.randn(2, t, 32, requires_grad=True)
-            ex = x.detach().clone().requires_grad_()
-            y, ey = g(x), block(ex)
-            torch.testing.assert_close(y, ey)
-            grad = torch.randn_like(ey)
-            y.backward(grad)
-            ey.backward(grad)
-            torch.testing.assert_close(x.grad, ex.grad)
+            _same_value_and_gradient(g, block, torch.randn(2, t, 32))
     # Dynamo compiles the first length statically, then the graph with a symbolic length:
     # once in C++; in Triton, once per power of two of the rows (3 classes here)
     symbolic_graphs = variants(compiled)
@@ -168,14 +173,7 @@ def test_one_node_over_products_of_sliced_extents_compiles_symbolically(name, ba
     g = torch.compile(f, backend="braze", dynamic=True)
     with Compiled() as compiled:
         for shape in ((5, 6, 7), (7, 9, 11), (4, 13, 5)):
-            x = torch.randn(*shape, requires_grad=True)
-            ex = x.detach().clone().requires_grad_()
-            y, ey = g(x), f(ex)
-            torch.testing.assert_close(y, ey)
-            grad = torch.randn_like(ey)
-            y.backward(grad)
-            ey.backward(grad)
-            torch.testing.assert_close(x.grad, ex.grad)
+            _same_value_and_gradient(g, f, torch.randn(*shape))
     assert compiled.graphs and all(graph.sizes is not None for graph in compiled.graphs)
 
 

@@ -187,7 +187,8 @@ def _part_copy(graph: Graph):
         if view is None or copy.name in outputs:
             continue
         base = copy.body.arg
-        merges = [n for n in readers.get(copy.name, ()) if not (n.is_scatter and n.mutates == copy.name)]
+        merges = [n for n in readers.get(copy.name, ())
+                  if not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == copy.name)]
         if len(merges) != 1:
             continue
         merge = _merges_back(graph, merges[0], copy, base, view, rank)

@@ -15,7 +15,9 @@
 - layer, group and batch norm backwards round a bf16/fp16 input recomputed in the same
   kernel where the saved statistics are rounded (eager's CPU kernels save them in the
   input's dtype): ``layer_norm(x, (1,))``'s input gradient is 0, as eager's, not the
-  unrounded input's rounding error times ``1 / sqrt(eps)``.
+  unrounded input's rounding error times ``1 / sqrt(eps)``;
+- a float converted to an integer and back is +0.0 where the integer is 0 (GCC folds the
+  round trip into a truncation, whose -0.0 eager never gives).
 
 Inputs are fresh random values (never zeros); strides are compared along the dims of more
 than one element."""
@@ -224,3 +226,22 @@ def test_low_precision_norms_stay_as_accurate_as_eager(dtype, backend):
         torch._dynamo.reset()
         braze_error, eager_error = _errors(fn, x, torch.randn(shape).to(dtype))
         assert braze_error <= 2 * eager_error + 1e-3, (braze_error, eager_error)
+
+
+@pytest.mark.parametrize("src, mid, dst", [(torch.float16, torch.int8, torch.float32),
+                                           (torch.float32, torch.int32, torch.float32),
+                                           (torch.float64, torch.int64, torch.float64),
+                                           (torch.float32, torch.int16, torch.bfloat16)])
+def test_a_float_through_an_integer_is_positive_zero_as_eager(src, mid, dst, backend):
+    """``x.to(int8).float()`` of -0.3 is +0.0: GCC folds float -> int -> float into a
+    truncation, whose -0.0 showed in ``atan2`` (-pi) and ``1 / x`` (-inf)."""
+    def fn(x):
+        v = x.to(mid).to(dst)
+        return v, torch.atan2(v, v), 1 / v
+
+    x = (torch.rand(64, dtype=torch.float64) * 4 - 2).to(src)  # about half in (-1, 1)
+    expected = fn(x)
+    actual = torch.compile(fn, backend="braze")(x)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+        assert torch.equal(torch.signbit(a), torch.signbit(e))

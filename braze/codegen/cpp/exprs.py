@@ -181,6 +181,14 @@ def convert(text: str, source, target) -> str:
         text, source = (f"({text} ? 1.0 : 0.0)", target) if wide else (f"({text} ? 1.0f : 0.0f)", torch.float32)
         if source is target:
             return text
+    if source in dtypes.INTEGERS and source is not torch.bool and target in dtypes.FLOATS:
+        # (an integer 0 gives +0.0: GCC without trapping math folds ``(float)(int)x`` of a
+        # float ``x`` into ``truncf(x)``, which gives -0.0 for ``x`` in (-1, 0))
+        wide = target is torch.float64
+        cast = f"({'double' if wide else 'float'})({text})"
+        text, source = f"({text} == 0 ? {'0.0' if wide else '0.0f'} : {cast})", torch.float64 if wide else torch.float32
+        if source is target:
+            return text
     if source in dtypes.LOW_PRECISION:  # stored as uint16_t: widened by bit arithmetic
         text, source = f"{FROM_LOW[source]}({text})", torch.float32
         if target is torch.float32:

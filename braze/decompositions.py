@@ -147,8 +147,10 @@ def _native_dropout(input, p, train):
 
 
 # Overloads braze lowers itself: ``std`` takes the square root of its unrounded variance,
-# accumulated as eager's (``lower/reductions.py``), where ``sqrt(var(x))`` would round first.
-LOWERED = [aten.std.correction, aten.std_mean.correction]
+# accumulated as eager's (``lower/reductions.py``), where ``sqrt(var(x))`` would round first;
+# ``select_scatter`` copied back into an input writes only the select (``lower/scatter.py``),
+# where the core table's ``where`` over all of the input passes over all of it.
+LOWERED = [aten.std.correction, aten.std_mean.correction, aten.select_scatter.default]
 
 
 @functools.lru_cache(maxsize=2)

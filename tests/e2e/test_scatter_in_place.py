@@ -262,10 +262,10 @@ def test_assignments_to_slices_write_only_their_elements(backend):
     assert _written_elements(_assign_parts(37), cache.clone(), k, v) == 4 * 64 + 4 * 512 * 4
 
 
-def test_updates_of_a_select_and_of_a_slice_of_a_select(backend):
-    """``x[2] = w`` (decomposed into a ``where`` over ``x``) and ``x[0, :, :4] += v`` (a
-    ``slice_scatter`` into a select, merged back by a ``select_scatter``) still pass over all
-    of ``x``: correct, not yet in place."""
+def test_updates_of_a_select_and_of_a_slice_of_a_select_write_the_select(backend):
+    """``x[2] = w`` writes its select; ``x[0, :, :4] += v`` (a ``slice_scatter`` into a
+    select, merged back by a ``select_scatter``) writes all of its select, not yet only the
+    slice: 2 × 512 × 64 elements of the 4 × 512 × 64."""
     cache, v = torch.randn(4, 512, 64), torch.randn(4, 512, 64)
 
     def update(cache, v):
@@ -273,3 +273,4 @@ def test_updates_of_a_select_and_of_a_slice_of_a_select(backend):
         cache[0, :, :4] += v[0, :, :4]
         return cache
     _same_as_eager(update, cache, v)
+    assert _written_elements(update, cache.clone(), v) == 2 * 512 * 64

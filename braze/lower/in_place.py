@@ -63,13 +63,35 @@ aten = torch.ops.aten
 
 def scatter_in_place(graph: Graph, gm: torch.fx.GraphModule) -> int:
     removed = 0
-    while _drop_copy(graph, gm) or _drop_part_copy(graph) or _drop_idle_scatter(graph):
+    while True:
+        uses = _Uses.of(graph)
+        if not (_drop_copy(graph, gm, uses) or _drop_part_copy(graph, uses) or _drop_idle_scatter(graph)):
+            return removed
         removed += 1
-    return removed
 
 
-def _drop_copy(graph: Graph, gm) -> bool:
-    found = _removable_copy(graph, gm)
+@dataclasses.dataclass
+class _Uses:
+    """Who reads each buffer, each node's place in program order, the buffers the graph
+    outputs and those scattered into: built once per removal, as each removal renames."""
+    readers: dict
+    rank: dict
+    outputs: set
+    scattered: set
+
+    @staticmethod
+    def of(graph: Graph) -> "_Uses":
+        readers: dict = {}
+        for node in graph.nodes:
+            for name in node.reads():
+                readers.setdefault(name, []).append(node)
+        return _Uses(readers, {n.name: k for k, n in enumerate(graph.nodes)},
+                     {o.buffer for o in graph.outputs if o.buffer is not None},
+                     {n.mutates for n in graph.nodes if isinstance(n, ComputeNode) and n.is_scatter})
+
+
+def _drop_copy(graph: Graph, gm, uses: _Uses) -> bool:
+    found = _removable_copy(graph, gm, uses)
     if found is None:
         return False
     copy, (base, view), copy_back = found
@@ -78,8 +100,8 @@ def _drop_copy(graph: Graph, gm) -> bool:
     return True
 
 
-def _drop_part_copy(graph: Graph) -> bool:
-    found = _part_copy(graph)
+def _drop_part_copy(graph: Graph, uses: _Uses) -> bool:
+    found = _part_copy(graph, uses)
     if found is None:
         return False
     copy, base, view = found
@@ -89,7 +111,9 @@ def _drop_part_copy(graph: Graph) -> bool:
 
 
 def _drop_idle_scatter(graph: Graph) -> bool:
-    """Remove a scatter that sets elements of its target to themselves (``B[p] = B[p]``)."""
+    """Remove a scatter that sets elements of its target to themselves (``B[p] = B[p]``): the
+    scatter that put a slice's copy back, once the copy is the slice of ``B`` itself, and any
+    other."""
     for node in graph.nodes:
         if isinstance(node, ComputeNode) and node.is_scatter and not node.accumulates:
             value, *indices = node.body.args
@@ -106,30 +130,26 @@ def _remove(graph: Graph, *nodes) -> None:
             del graph.by_name[node.name]
 
 
-def _removable_copy(graph: Graph, gm):
+def _removable_copy(graph: Graph, gm, uses: _Uses):
     """``(copy node, the buffer it copies, the copy back into an input or None)``."""
-    readers = _readers(graph)
-    rank = {n.name: k for k, n in enumerate(graph.nodes)}
-    outputs = {o.buffer for o in graph.outputs if o.buffer is not None}
-    scattered = {n.mutates for n in graph.nodes if isinstance(n, ComputeNode) and n.is_scatter}
     for copy in graph.nodes:
-        copied = _copied(graph, copy, scattered)
-        if copied is None or any(isinstance(n, ExternNode) for n in readers.get(copy.name, ())):
+        copied = _copied(graph, copy, uses.scattered)
+        if copied is None or any(isinstance(n, ExternNode) for n in uses.readers.get(copy.name, ())):
             continue
         base = copied[0]
-        if not all(_harmless(graph, n, copy, copied, readers, rank) for n in readers.get(base, ())):
+        if not all(_harmless(graph, n, copy, copied, uses) for n in uses.readers.get(base, ())):
             continue
         source = graph.producer(base)
-        if isinstance(source, ComputeNode) and base not in outputs or copy.layout is None and copied[1] is None:
+        if isinstance(source, ComputeNode) and base not in uses.outputs or copy.layout is None and copied[1] is None:
             return copy, copied, None  # (a value not stored is read where it is used: ``B`` itself)
         if isinstance(source, InputNode) and source.constant is None:
-            copy_back = _copy_back(graph, copy.name, base, readers, rank)
+            copy_back = _copy_back(graph, copy.name, base, uses)
             if copy_back is not None and _outputs_alias_input(graph, gm, copy.name, source):
                 return copy, copied, copy_back
     return None
 
 
-def _harmless(graph: Graph, node, copy, copied: tuple, readers: dict, rank: dict) -> bool:
+def _harmless(graph: Graph, node, copy, copied: tuple, uses: _Uses) -> bool:
     """May ``node``, a reader of ``B`` (``copied[0]``), read ``B`` when ``copy`` is ``B``
     itself? The copy; a scatter into ``B`` before the copy; a scatter into the copy at
     distinct computed positions that reads ``B`` only at the very positions it writes (``x[:,
@@ -139,12 +159,12 @@ def _harmless(graph: Graph, node, copy, copied: tuple, readers: dict, rank: dict
     if node is copy:
         return True
     if _unstored(node):
-        users = readers.get(node.name, ())
-        return bool(users) and all(_harmless(graph, n, copy, copied, readers, rank) for n in users)
+        users = uses.readers.get(node.name, ())
+        return bool(users) and all(_harmless(graph, n, copy, copied, uses) for n in users)
     if not (isinstance(node, ComputeNode) and node.is_scatter):
         return False
     if node.mutates == base:
-        return rank[node.name] < rank[copy.name]
+        return uses.rank[node.name] < uses.rank[copy.name]
     if node.mutates != copy.name or copied[1] is not None:
         return False
     value, *indices = node.body.args
@@ -175,26 +195,23 @@ def _one_to_one(indices) -> bool:
     return None not in used and len(variables) == len(set(variables))
 
 
-def _part_copy(graph: Graph):
+def _part_copy(graph: Graph, uses: _Uses):
     """``(T, B, view)``: a stored copy ``T`` of part of buffer ``B``, ``T[y] = B[view(y)]``,
     whose scatters can write ``B`` itself: besides those scatters, one node reads ``T``, and
-    it leaves ``B`` as the scatters made it (``_merges_back``); nothing else reads ``B``."""
-    readers = _readers(graph)
-    rank = {n.name: k for k, n in enumerate(graph.nodes)}
-    outputs = {o.buffer for o in graph.outputs if o.buffer is not None}
+    it leaves ``B`` as the scatters made it (``_merges_back``); nothing else reads ``B`` but
+    ``_harmless`` nodes."""
     for copy in graph.nodes:
         view = _slice_view(graph, copy)
-        if view is None or copy.name in outputs:
+        if view is None or copy.name in uses.outputs:
             continue
         base = copy.body.arg
-        merges = [n for n in readers.get(copy.name, ())
-                  if not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == copy.name)]
-        if len(merges) != 1:
+        readers = [n for n in uses.readers.get(copy.name, ())
+                   if not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == copy.name)]
+        if len(readers) != 1:
             continue
-        merge = _merges_back(graph, merges[0], copy, base, view, rank)
-        others = [n for n in readers.get(base, ()) if n not in (copy, merge, merges[0])
-                  and not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == base
-                           and rank[n.name] < rank[copy.name])]
+        merge = _merges_back(graph, readers[0], copy, base, view, uses.rank)
+        others = [n for n in uses.readers.get(base, ()) if n not in (merge, readers[0])
+                  and not _harmless(graph, n, copy, (base, view), uses)]
         if merge is not None and not others:
             return copy, base, view
     return None
@@ -226,19 +243,29 @@ def _merges_back(graph: Graph, reader, copy, base: str, view, rank: dict):
     return target if exact and rank[target.name] > rank[copy.name] else None
 
 
-def _slice_view(graph: Graph, node):
-    """The indices into ``B`` of a stored copy ``node[x] = B[view(x)]`` of part of ``B``,
-    one to one (``_one_to_one``); else None."""
+def _plain_copy(graph: Graph, node):
+    """``(load, its buffer's producer)`` when ``node`` only loads one element of a buffer of
+    its own dtype that a graph node computes or an input holds at its own storage; else None."""
     if not isinstance(node, ComputeNode) or node.mutates or node.reduction is not None or node.body is None:
         return None
     body = node.body
-    if body.op is not Op.LOAD or body.dtype != node.dtype or node.layout is None:
+    if body.op is not Op.LOAD or body.dtype != node.dtype:
         return None
     source = graph.producer(body.arg)
-    if isinstance(source, ExternNode) or source.dtype != node.dtype or not graph.layout_of(body.arg):
+    if isinstance(source, ExternNode) or source.dtype != node.dtype:
         return None
     if isinstance(source, InputNode) and (source.storage_offset or source.elsewhere or source.host_scalar):
         return None
+    return body, source
+
+
+def _slice_view(graph: Graph, node):
+    """The indices into ``B`` of a stored copy ``node[x] = B[view(x)]`` of part of ``B``,
+    one to one (``_one_to_one``); else None."""
+    plain = _plain_copy(graph, node)
+    if plain is None or node.layout is None or not graph.layout_of(plain[0].arg):
+        return None
+    body, source = plain
     variables = {id(v) for v in out_vars(node.sizes) if v.op is Op.VAR}
     used = {id(_variable_of(i)) for i in body.args} - {id(True)}
     if not _one_to_one(body.args) or used != variables or len(body.args) != len(source.sizes):
@@ -259,30 +286,16 @@ def _variable_of(index: Expr):
     return None
 
 
-def _readers(graph: Graph) -> dict:
-    found: dict = {}
-    for node in graph.nodes:
-        for name in node.reads():
-            found.setdefault(name, []).append(node)
-    return found
-
-
 def _copied(graph: Graph, node, scattered: set):
     """``(B, view)`` when ``node`` is an exact copy of buffer ``B`` (same dtype, and each
     element at the storage position it has in ``B``), else None. ``view``: None when
     ``node`` has ``B``'s sizes and layout; else ``node`` reads ``B`` through a view (a
     reshape of a dense tensor, a permutation laid out as ``B`` is), ``node[x] = B[view(x)]``.
     Views, and values not stored, only where ``node`` or ``B`` is ``scattered`` into."""
-    if not isinstance(node, ComputeNode) or node.mutates or node.reduction is not None or node.body is None:
+    plain = _plain_copy(graph, node)
+    if plain is None:
         return None
-    body = node.body
-    if body.op is not Op.LOAD or body.dtype != node.dtype:
-        return None
-    source = graph.producer(body.arg)
-    if isinstance(source, ExternNode) or source.dtype != node.dtype:
-        return None
-    if isinstance(source, InputNode) and (source.storage_offset or source.elsewhere or source.host_scalar):
-        return None
+    body, source = plain
     layout, own = graph.layout_of(body.arg), node.layout
     identity = body.args == out_vars(node.sizes) and symbols.same(source.sizes, node.sizes)
     near_scatter = body.arg in scattered or node.name in scattered
@@ -309,12 +322,12 @@ def _same_storage(own, layout, sizes, view) -> bool:
     return own.position(out_vars(sizes)) == layout.position(view)
 
 
-def _copy_back(graph: Graph, chain: str, target: str, readers: dict, rank: dict):
+def _copy_back(graph: Graph, chain: str, target: str, uses: _Uses):
     """The node that ends the graph by copying ``chain`` whole into the input ``target``
     (element for element of their storage), after every other reader of ``chain``; else None."""
     for node in graph.nodes:
         if isinstance(node, ComputeNode) and node.mutates == target and not node.is_scatter:
-            later = [n for n in readers.get(chain, ()) if n is not node and rank[n.name] > rank[node.name]]
+            later = [n for n in uses.readers.get(chain, ()) if n is not node and uses.rank[n.name] > uses.rank[node.name]]
             body = node.body
             exact = body.op is Op.LOAD and body.arg == chain and body.dtype == node.dtype and (
                 body.args == out_vars(node.sizes)

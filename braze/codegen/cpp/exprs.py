@@ -128,7 +128,7 @@ class CPrinter(PrintScope[str]):
             element = f"{e.arg}[{self._position(e)}]"
             return self._temp(e.dtype, f"({element} != 0)" if e.dtype is torch.bool else element)
         if op is Op.CAST:
-            return self._temp(e.dtype, convert(args[0], e.args[0].dtype, e.dtype))
+            return self._temp(e.dtype, convert(args[0], e.args[0].dtype, e.dtype, _truncated_float(e.args[0])))
         if op is Op.WHERE:
             return self._temp(e.dtype, f"({args[0]} ? {args[1]} : {args[2]})")
         if op is Op.RANDOM:
@@ -175,15 +175,17 @@ def checked_text(e: Expr, value: str) -> str:
     return f"b_check_divisor<{ctype(e.dtype)}>({value}, {site}, {ERROR_RECORD})"
 
 
-def convert(text: str, source, target) -> str:
+def convert(text: str, source, target, truncated_float: bool = False) -> str:
+    """C converting ``text`` from ``source`` to ``target``; ``truncated_float`` says the
+    integer operand is itself a float cast to an integer."""
     if source is torch.bool and target in dtypes.FLOATS:  # a select: GCC vectorizes no bool-to-float cast
         wide = target is torch.float64
         text, source = (f"({text} ? 1.0 : 0.0)", target) if wide else (f"({text} ? 1.0f : 0.0f)", torch.float32)
         if source is target:
             return text
-    if source in dtypes.INTEGERS and source is not torch.bool and target in dtypes.FLOATS:
-        # (an integer 0 gives +0.0: GCC without trapping math folds ``(float)(int)x`` of a
-        # float ``x`` into ``truncf(x)``, which gives -0.0 for ``x`` in (-1, 0))
+    if truncated_float and target in dtypes.FLOATS:
+        # an integer 0 gives +0.0: GCC without trapping math folds ``(float)(int)x`` of a
+        # float ``x`` into ``truncf(x)``, which gives -0.0 for ``x`` in (-1, 0)
         wide = target is torch.float64
         cast = f"({'double' if wide else 'float'})({text})"
         text, source = f"({text} == 0 ? {'0.0' if wide else '0.0f'} : {cast})", torch.float64 if wide else torch.float32
@@ -198,6 +200,15 @@ def convert(text: str, source, target) -> str:
     if target is torch.bool:
         return f"({text} != 0)"
     return f"(({ctype(target)})({text}))"
+
+
+def _truncated_float(e: Expr) -> bool:
+    """Whether ``e`` is a float value cast to an integer type (through integer casts)."""
+    while e.op is Op.CAST and e.dtype in dtypes.INTEGERS and e.dtype is not torch.bool:
+        e = e.args[0]
+        if e.dtype in dtypes.FLOATS:
+            return True
+    return False
 
 
 def value_op(op: Op, dtype, args: list, result) -> str:

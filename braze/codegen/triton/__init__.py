@@ -31,6 +31,7 @@ from braze.codegen.triton.kernel import TritonKernel, parameters
 from braze.codegen.triton.launch import Launch, LauncherSpec, make_launchers
 from braze.codegen.triton.online import fold_softmax_sums
 from braze.codegen.triton.shapes import INTERPRETER, choose, device_info
+from braze.codegen.triton.worker import DIVISIBLE
 from braze.ir import symbols
 from braze.runtime import cache
 
@@ -279,7 +280,9 @@ def _signature(unit: Unit, launch: Launch) -> dict:
     kernel = unit.kernel
     dtypes = [unit.plan.dtypes[b] for b in kernel.buffers] + [w[1] for w in kernel.workspaces]
     params = [kernel.params[b] for b in kernel.buffers] + [w[0] for w in kernel.workspaces]
-    sizes = {name: "i64" if kernel.shape.wide else "i32" for name in symbols.parameters()}
+    hints = symbols.hints()
+    sizes = {name: ("i64" if kernel.shape.wide else "i32") + (DIVISIBLE if hints.get(name, 1) % 16 == 0 else "")
+             for name in symbols.parameters()}
     return build.signature_of(params, dtypes, launch.constexprs, sizes)
 
 

@@ -12,7 +12,9 @@ run the kernel, else through Triton's C launcher for the kernel: a fraction of
 the host time of Triton's ``fn[grid](...)`` (``python -m
 benchmarks.launch_overhead``). A tensor whose data pointer is not 16-byte
 aligned (a view with an odd offset) takes Triton's own launch path, which
-specializes for it.
+specializes for it; so does a symbolic size that the kernel was compiled to take as
+a multiple of 16 (its value in the call compiled was one: loads along a row of that
+length vectorize) when a call's is not.
 Under the interpreter the launcher calls the kernel through ``fn[grid](...)``.
 A split reduction launches two kernels through workspaces (the partial results)
 that live as long as the compiled graph: the partials are dead when the launcher
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from braze.codegen.triton import native
+from braze.codegen.triton.worker import DIVISIBLE
 
 
 @dataclass
@@ -70,14 +73,20 @@ def launcher_text(spec: LauncherSpec, gpu: bool) -> str:
                   f"    if {name} is None:",
                   f"        {name} = _workspace({key})"]
     if gpu:
-        check = " | ".join(f"{b}.data_ptr()" for b in spec.buffers) or "0"
-        lines.append(f"    if ({check}) % 16:  # an unaligned view: Triton's own launch specializes for it")
+        check = " | ".join([f"{b}.data_ptr()" for b in spec.buffers] + _divisible_sizes(spec)) or "0"
+        lines.append(f"    if ({check}) % 16:  # an unaligned view, a size not a multiple of 16 as compiled: "
+                     "Triton's own launch specializes for it")
         lines += ["    " + _jit_call(launch, indent="    ") for launch in spec.launches]
         lines.append("        return")
         lines += ["    " + _direct_call(launch, k) for k, launch in enumerate(spec.launches)]
     else:
         lines += ["    " + _jit_call(launch) for launch in spec.launches]
     return "\n".join(lines)
+
+
+def _divisible_sizes(spec: LauncherSpec) -> list:
+    """The sizes some kernel of ``spec`` was compiled for as multiples of 16."""
+    return [s for s in spec.sizes if any(launch.signature.get(s, "").endswith(DIVISIBLE) for launch in spec.launches)]
 
 
 def _jit_call(launch: Launch, indent: str = "") -> str:

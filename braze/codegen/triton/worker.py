@@ -21,11 +21,17 @@ import sys
 import traceback
 
 
+DIVISIBLE = ":16"  # after an integer type in a signature: the argument is a multiple of 16
+
+
 def ast_source(fn, signature: dict, constexprs: dict):
-    """Triton's source object for a kernel: every pointer argument 16-byte aligned."""
+    """Triton's source object for a kernel: every pointer argument 16-byte aligned, and each
+    integer whose type says ``DIVISIBLE`` a multiple of 16 (so loads along it vectorize)."""
     from triton.compiler import ASTSource
-    attrs = {(k,): [["tt.divisibility", 16]] for k, t in enumerate(signature.values()) if t.startswith("*")}
-    return ASTSource(fn, signature, constexprs, attrs)
+    attrs = {(k,): [["tt.divisibility", 16]] for k, t in enumerate(signature.values())
+             if t.startswith("*") or t.endswith(DIVISIBLE)}
+    plain = {name: t.removesuffix(DIVISIBLE) for name, t in signature.items()}
+    return ASTSource(fn, plain, constexprs, attrs)
 
 
 def read_message(stream):

@@ -372,16 +372,21 @@ class TritonKernel:
         """Does a lane of the reduction loop fold a long sequence of elements?"""
         blocks = self.shape.blocks
         if "RCHUNK" in blocks:
-            return blocks["RCHUNK"] > LANE_CHAIN_MAX * blocks["RBLOCK"]
+            return unbacked.decide(blocks["RCHUNK"], ">", LANE_CHAIN_MAX * blocks["RBLOCK"], unbacked=True)
         return unbacked.decide(self.plan.reduce_numel(), ">", LOOP_WIDE_FROM, unbacked=True)  # (u0: the accurate one)
 
     # ------------------------------------------------------------------ split
 
     def emit_split(self, name: str) -> None:
-        em = self._reduction_head(name, ["XBLOCK", "RBLOCK", "RCHUNK"])
-        em.emit("    ", f"rstart = {self._pid(1)} * RCHUNK")
+        chunk = self.shape.blocks["RCHUNK"]
+        symbolic = symbols.is_symbolic(chunk)  # (then computed from the sizes: ``shapes._splits``)
+        em = self._reduction_head(name, ["XBLOCK", "RBLOCK"] + ([] if symbolic else ["RCHUNK"]))
+        if symbolic:
+            em.emit("    ", numel_line("rchunk", chunk, self.interpreted))
+        step = "rchunk" if symbolic else "RCHUNK"
+        em.emit("    ", f"rstart = {self._pid(1)} * {step}")
         self.workspaces = []
-        partials = self._levels_looped("range(0, RCHUNK, RBLOCK)", outer_stores=False, final=False,
+        partials = self._levels_looped(f"range(0, {step}, RBLOCK)", outer_stores=False, final=False,
                                        offset="rstart + roffset + ")
         for acc, owners, fields in partials:
             for text, f in zip(fields, acc.fields()):

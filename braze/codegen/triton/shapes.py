@@ -399,16 +399,25 @@ def _row_loads(plan) -> set:
     return {(e.arg, e.args[0]) for e in walk(plan.expressions()) if e.op is Op.LOAD and free_vars(e.args[0]) & rvars}
 
 
+def _splits(xblocks: int, rnumel: int, rblock: int, device: DeviceInfo) -> int:
+    """Programs per outer block of a split reduction, for these sizes. A symbolic reduced
+    length keeps the count of the call compiled, and each program's chunk
+    (``RCHUNK``) follows the length: computed in the kernel, the last programs' chunks
+    may be empty."""
+    wanted = max(device.splits or cdiv(SPLIT_FILLS * device.min_programs, xblocks), cdiv(rnumel, LANE_CHAIN_MAX * rblock))
+    return max(2, min(wanted, cdiv(rnumel, rblock), 1024))
+
+
 def _split(plan, orientation: str, device: DeviceInfo) -> Shape:
     xnumel, rnumel = plan.outer_numel(), plan.reduce_numel()
     column = orientation == "column"
     xblock = next_pow2(xnumel, 64 if column else 8)
     rblock = max(16, _split_tile(plan, column, device) // xblock)
     xblocks = cdiv(xnumel, xblock)
-    wanted = max(device.splits or cdiv(SPLIT_FILLS * device.min_programs, xblocks), cdiv(rnumel, LANE_CHAIN_MAX * rblock))
-    splits = max(2, min(wanted, cdiv(rnumel, rblock), 1024))
+    splits = _splits(symbols.hint(xblocks), symbols.hint(rnumel), rblock, device)
     chunk = cdiv(cdiv(rnumel, splits), rblock) * rblock
-    splits = cdiv(rnumel, chunk)
+    if not symbols.is_symbolic(chunk):
+        splits = cdiv(rnumel, chunk)
     sblock = next_pow2(splits)
     fblock = max(1, next_pow2(xnumel, 4096 // sblock))
     finish = {"blocks": {"XBLOCK": fblock, "SBLOCK": sblock}, "num_warps": _warps(fblock * sblock),

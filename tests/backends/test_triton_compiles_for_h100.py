@@ -79,3 +79,46 @@ def test_foreach_kernels_compile_for_sm90():
     torch.compile(_adam_like, backend="braze")(ps, gs)
     for a, e in zip(ps, expected):
         torch.testing.assert_close(a, e)
+
+
+def test_split_reductions_over_a_symbolic_length_compile_for_sm90():
+    """A split reduction's chunk follows a symbolic length (computed in the kernel), and its
+    split count is the compiled call's: one kernel serves lengths of one class."""
+    def reduce_all(x):
+        return x.sum(), torch.var_mean(x), x.argmax()
+
+    def reduce_columns(x):
+        return x.sum(0), x.amax(0)
+    for fn, shapes in ((reduce_all, [(70000,), (91013,)]), (reduce_columns, [(30000, 64), (41000, 64)])):
+        compiled = torch.compile(fn, backend="braze", dynamic=True)
+        for shape in shapes:
+            x = torch.randn(shape)
+            torch.testing.assert_close(compiled(x), fn(x), rtol=1e-4, atol=1e-3)
+
+
+def _row_copy_loads(signature_size: str) -> str:
+    """The PTX of a row copy ``out[x, r] = 2 * in[x, r]`` whose row length is an argument of
+    type ``signature_size``, compiled for sm_90."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from braze.codegen.triton.worker import ast_source
+
+    def row_copy(in0, out0, n, RBLOCK: tl.constexpr):
+        r = tl.arange(0, RBLOCK)
+        mask = r < n
+        tl.store(out0 + (r + tl.program_id(0) * n), 2 * tl.load(in0 + (r + tl.program_id(0) * n), mask), mask)
+    with triton.knobs.runtime.scope():  # compiled, whatever TRITON_INTERPRET says
+        triton.knobs.runtime.interpret = False
+        row_copy = triton.jit(row_copy)
+    signature = {"in0": "*fp32", "out0": "*fp32", "n": signature_size, "RBLOCK": "constexpr"}
+    compiled = triton.compile(ast_source(row_copy, signature, {"RBLOCK": 1024}), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4})
+    return compiled.asm["ptx"]
+
+
+def test_a_size_compiled_as_a_multiple_of_16_vectorizes_loads_along_it():
+    """A symbolic row length of unknown alignment makes Triton load one element at a time;
+    marked a multiple of 16 (``worker.DIVISIBLE``), 4 at a time."""
+    assert "ld.global.v4" not in _row_copy_loads("i32")
+    assert "ld.global.v4" in _row_copy_loads("i32:16")

@@ -73,3 +73,15 @@ def test_kernels_launch_through_it_on_a_gpu(on):
     expected.backward()
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(grad, x.grad)
+
+
+def test_a_size_compiled_as_a_multiple_of_16_is_checked_by_the_launcher():
+    """A call whose size is not the multiple of 16 its kernel was compiled for goes through
+    Triton's own launch (which specializes for it), as an unaligned pointer does."""
+    from braze.codegen.triton.launch import Launch, LauncherSpec, launcher_text
+    launch = Launch("k", ["buf0", "s0", "s1"], {"XBLOCK": 8}, 4, ("s0", 1, 1),
+                    compiled=types.SimpleNamespace(braze_launch=(128, 0, 0)),
+                    signature={"in0": "*fp32", "s0": "i32:16", "s1": "i32", "XBLOCK": "constexpr"})
+    text = launcher_text(LauncherSpec("kernel0", ["buf0"], [launch], sizes=["s0", "s1"]), gpu=True)
+    check = next(line for line in text.splitlines() if "% 16" in line)
+    assert "buf0.data_ptr()" in check and "s0" in check and "s1" not in check

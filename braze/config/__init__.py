@@ -176,6 +176,9 @@ KNOBS = (
          "CPU: back fresh buffers of 4 MB and more with transparent huge pages (madvise), so that "
          "writing them faults once per 2 MB instead of once per 4 KB (runtime/pages.py)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
+    Knob("cpp_call_lanes", "BRAZE_CPP_CALL_LANES", 0, int,
+         "lanes of each glibc vector-math call in a row kernel's loop of calls (simdlen; 0: GCC's choice, "
+         "the widest vectors for a block of 16): 8 calls the 256-bit variants twice a block"),
     Knob("cpp_half_blocks", "BRAZE_CPP_HALF_BLOCKS", True, _flag,
          "cpp kernels widen the float16 they read along their innermost loop, and narrow what they store, "
          "a block of lanes at a time (F16C where the build has it; off: per element, in bit arithmetic)"),

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from braze import config
 from braze.codegen.cpp.exprs import FLOAT_FUNCS, ctype, value_op
 from braze.codegen.cpp.prelude import VECTOR_MATH
 from braze.ir.expr import Expr, Op, free_vars, search, walk
@@ -111,7 +112,8 @@ class BlockCalls:
             for j, a in enumerate(call.args):
                 em.emit(body, f"{name}_{j}[l] = {printer(a)};")
         em.emit(indent, "}")
-        em.emit(indent, "#pragma omp simd")
+        lanes = min(n, config.cpp_call_lanes)
+        em.emit(indent, f"#pragma omp simd simdlen({lanes})" if lanes else "#pragma omp simd")
         em.emit(indent, f"for (int64_t l = 0; l < {n}; l++) {{")
         for call, name in zip(self.calls, self.names):
             args = [f"{name}_{j}[l]" for j in range(len(call.args))]

@@ -503,13 +503,6 @@ def at_most(cap: int, size):
     return bounds_of(size, _ranges())[1] if late else size  # (u0: its bound, no decision)
 
 
-def hints() -> dict:
-    """Symbol -> its value in the call being compiled, for the symbols the arguments give
-    (an unbacked symbol's stand-in is no value of any call)."""
-    context = _CONTEXT.get()
-    return {} if context is None else {n: v for n, v in context.hints.items() if n not in context.unbacked}
-
-
 def hint(x) -> int:
     """``x``'s value in the call being compiled, with no guard: for a heuristic whose
     choice any size of the class runs correctly with (an order to try fusions in)."""

@@ -205,12 +205,12 @@ def _part_copy(graph: Graph, uses: _Uses):
         if view is None or copy.name in uses.outputs:
             continue
         base = copy.body.arg
-        readers = [n for n in uses.readers.get(copy.name, ())
-                   if not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == copy.name)]
-        if len(readers) != 1:
+        merges = [n for n in uses.readers.get(copy.name, ())
+                  if not (isinstance(n, ComputeNode) and n.is_scatter and n.mutates == copy.name)]
+        if len(merges) != 1:
             continue
-        merge = _merges_back(graph, readers[0], copy, base, view, uses.rank)
-        others = [n for n in uses.readers.get(base, ()) if n not in (merge, readers[0])
+        merge = _merges_back(graph, merges[0], copy, base, view, uses.rank)
+        others = [n for n in uses.readers.get(base, ()) if n not in (merge, merges[0])
                   and not _harmless(graph, n, copy, (base, view), uses)]
         if merge is not None and not others:
             return copy, base, view

@@ -280,8 +280,9 @@ def _signature(unit: Unit, launch: Launch) -> dict:
     kernel = unit.kernel
     dtypes = [unit.plan.dtypes[b] for b in kernel.buffers] + [w[1] for w in kernel.workspaces]
     params = [kernel.params[b] for b in kernel.buffers] + [w[0] for w in kernel.workspaces]
-    hints = symbols.hints()
-    sizes = {name: ("i64" if kernel.shape.wide else "i32") + (DIVISIBLE if hints.get(name, 1) % 16 == 0 else "")
+    late = symbols.unbacked()  # (their hints are stand-ins, no value of any call)
+    sizes = {name: ("i64" if kernel.shape.wide else "i32")
+             + (DIVISIBLE if name not in late and symbols.hint(symbols.symbol(name)) % 16 == 0 else "")
              for name in symbols.parameters()}
     return build.signature_of(params, dtypes, launch.constexprs, sizes)
 

@@ -20,7 +20,9 @@ once the graph runs) cannot be guarded: ``ir/unbacked.py`` decides on it.
 
 Constants are plain ``int``: a ``Size`` is never constant. Its text (``str``, f-strings)
 is C's unless ``language("python")`` is in force: kernels and the wrapper name the
-symbols as parameters or locals.
+symbols as parameters or locals. Python's text means the same in a Triton kernel, whose
+integer ``//`` and ``%`` truncate: a quotient of a dividend that may be negative is
+written through the floor modulo.
 """
 from __future__ import annotations
 
@@ -57,9 +59,17 @@ class Atom:
         if not self.args:
             return self.kind
         a, d = (text_of(x, lang) for x in self.args)
-        if lang == "python":
+        if lang == "python" and self._signs_known():
             return f"({a} {'//' if self.kind == 'div' else '%'} {d})"
+        if lang == "python":  # the same in Python (floor) and in Triton kernels (truncating)
+            mod = f"((({a} % {d}) + {d}) % {d})"
+            return f"(({a} - {mod}) // {d})" if self.kind == "div" else mod
         return f"i_{'floordiv' if self.kind == 'div' else 'mod'}<int64_t>({a}, {d})"
+
+    def _signs_known(self) -> bool:
+        """Is the dividend >= 0 and the divisor > 0 (sizes are), so that ``//`` and ``%``
+        floor and truncate alike?"""
+        return bounds_of(self.args[0], {})[0] >= 0 and bounds_of(self.args[1], {})[0] > 0
 
     def value(self, env: dict) -> int:
         if not self.args:

@@ -1,9 +1,12 @@
 """Symbolic sizes (``braze.ir.symbols``): what the ranges prove adds no guard, what they do
 not is decided by the hints and recorded, and the arithmetic stays exact."""
+import ast
+
 import pytest
 import sympy
 
 from braze.ir import simplify as S
+from braze.codegen.triton.shapes import cdiv
 from braze.ir import divisors, symbols, traced, unbacked
 from braze.ir.expr import var
 from braze.ir.symbols import Context, deciding, symbol
@@ -101,6 +104,36 @@ def test_the_text_is_an_operand_in_any_expression():
             text = template.format(*[f"{size:python}"] * template.count("{}"))
             want = template.format(*[f"({value})"] * template.count("{}"))
             assert eval(text, {}, dict(env)) == eval(want), (text, want)
+
+
+class _Truncating(ast.NodeTransformer):
+    """Python's ``a // b`` and ``a % b`` as a Triton kernel computes them on integers
+    (C's: the quotient truncated toward zero, the remainder with the dividend's sign)."""
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        name = {ast.FloorDiv: "tdiv", ast.Mod: "tmod"}.get(type(node.op))
+        return ast.Call(ast.Name(name, ast.Load()), [node.left, node.right], []) if name else node
+
+
+def _in_a_kernel(text: str, env: dict) -> int:
+    tree = ast.fix_missing_locations(_Truncating().visit(ast.parse(text, mode="eval")))
+    tdiv = lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # noqa: E731
+    return eval(compile(tree, "<size>", "eval"), {"tdiv": tdiv, "tmod": lambda a, b: a - tdiv(a, b) * b}, env)
+
+
+def test_the_python_text_of_a_size_means_the_same_in_a_triton_kernel():
+    """A split reduction's chunk ``ceil(ceil(s0 / 132) / 32) * 32`` was printed through
+    negative dividends (``-32*(((-s0) // 132) // 32)``): right in the wrapper, half the
+    rows in a kernel (at s0 = 8192: 32 rather than 64 per program)."""
+    s0 = symbol("s0")
+    with deciding(context(s0=8192)):
+        sizes = [-32 * ((-s0 // 132) // 32), (-s0) % 7, (s0 - 5) // 4, (3 - s0) % 4 + s0 // 3,
+                 cdiv(cdiv(s0, 132), 32) * 32]
+    assert "-" not in f"{sizes[-1]:python}"
+    for size in sizes:
+        for n in list(range(0, 70)) + [8191, 8192, 8193]:
+            assert _in_a_kernel(f"{size:python}", {"s0": n}) == symbols.value_of(size, {"s0": n}), (size, n)
 
 
 def test_a_chain_of_divisors_with_sums_of_terms():

@@ -159,7 +159,8 @@ def next_pow2(n: int, cap: int | None = None) -> int:
 
 
 def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+    """``ceil(a / b)`` for ``a >= 0, b > 0`` (a size's text stays free of negative dividends)."""
+    return (a + b - 1) // b
 
 
 def choose(plan, device: DeviceInfo) -> Shape:

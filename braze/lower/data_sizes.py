@@ -78,12 +78,27 @@ def _item(ctx, x):
     return value
 
 
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
 def condition(node, target, args):
-    """A ``SymBool`` node's value: a ``unbacked.Condition`` where every reader asserts it, else None."""
-    readers = {user.target for user in node.users}
-    if target not in _COMPARISONS or not readers or readers - {aten._assert_scalar.default}:
+    """A ``SymBool`` node's value: a ``unbacked.Condition`` where every reader asserts it
+    (or negates it for an assertion: ``torch._check(n != 3)`` traced by torch 2.11 as
+    ``sym_not(n == 3)``), else None."""
+    if not _asserted(node):
+        return None
+    if target is torch.sym_not and isinstance(args[0], unbacked.Condition):
+        return unbacked.Condition(args[0].a, _NEGATED[args[0].op], args[0].b)
+    if target not in _COMPARISONS:
         return None
     return unbacked.Condition(args[0], _COMPARISONS[target], args[1])
+
+
+def _asserted(node) -> bool:
+    """Is every reader of ``node`` an assertion, directly or through ``sym_not``?"""
+    return bool(node.users) and all(
+        user.target is aten._assert_scalar.default or user.target is torch.sym_not and _asserted(user)
+        for user in node.users)
 
 
 @register(aten._assert_scalar.default)

@@ -263,7 +263,7 @@ def _from_entry(name: str, kind: str, gm, entry, timings: dict, constants: dict 
 def _passes(gm: torch.fx.GraphModule, kind: str, target, through_aten: frozenset, timings: dict) -> tuple:
     """Lower, inline, schedule and plan: (graph, fallbacks, decisions, schedule, steps, plans)."""
     t = time.perf_counter()
-    graph, fallbacks = lower(gm, target, keep_padding=kind != "backward", group_matmuls=kind == "inference",
+    graph, fallbacks = lower(gm, target, keep_padding=_outputs_keep_padding(kind), group_matmuls=kind == "inference",
                              through_aten=through_aten)
     scatter_in_place(graph, gm)
     t = _add_lap(timings, "lower", t)
@@ -276,9 +276,18 @@ def _passes(gm: torch.fx.GraphModule, kind: str, target, through_aten: frozenset
     return graph, fallbacks, decisions, sched, steps, plans
 
 
+def _outputs_keep_padding(kind: str) -> bool:
+    """May outputs keep a matrix product's padded rows? Not a backward's (its gradients
+    reach the user), nor a symbolic forward's: its backward is compiled for the strides
+    AOTAutograd traced for what the forward saves (``runtime/symbolic.py`` checks only
+    strides that hold symbols), where a static forward's backward is compiled at its first
+    call, for the strides it is given (``compiled.restrided``)."""
+    return kind == "inference" or kind == "forward" and not symbols.active()
+
+
 def rebuild_ir(gm: torch.fx.GraphModule, kind: str, through_aten: frozenset = frozenset()) -> Graph:
     """The IR after inlining, as ``_compile`` built it (for a graph loaded from the graph cache)."""
-    graph, _ = lower(gm, target_for(graph_device(gm)), keep_padding=kind != "backward",
+    graph, _ = lower(gm, target_for(graph_device(gm)), keep_padding=_outputs_keep_padding(kind),
                      group_matmuls=kind == "inference", through_aten=through_aten)
     scatter_in_place(graph, gm)
     inline(graph)

@@ -16,12 +16,12 @@ def _loss_and_logits(x, w, b, target):
     return F.cross_entropy(logits, target), logits
 
 
-def _inputs(seed: int, vocab: int = 1001):
+def _inputs(seed: int, vocab: int = 1001, rows: int = 12):
     gen = torch.Generator(device=torch.get_default_device()).manual_seed(seed)  # CUDA under the GPU plugin
-    x = torch.randn(12, 64, generator=gen).requires_grad_()
+    x = torch.randn(rows, 64, generator=gen).requires_grad_()
     w = torch.randn(vocab, 64, generator=gen).requires_grad_()
     b = torch.randn(vocab, generator=gen).requires_grad_()
-    target = torch.randint(0, vocab, (12,), generator=gen)
+    target = torch.randint(0, vocab, (rows,), generator=gen)
     return x, w, b, target
 
 
@@ -42,6 +42,24 @@ def test_training_step_matches_eager(setting):
     for got, want in zip(grads, grads_e):
         torch.testing.assert_close(got, want)
         assert got.stride() == want.stride()
+
+
+def test_a_symbolic_training_step_saves_its_product_unpadded():
+    """With symbolic sizes the backward is compiled for the strides AOTAutograd traced for
+    what the forward saves: the forward stores the saved product unpadded (kept padded, the
+    backward read it as 1001 wide)."""
+    def loss_of(x, w, b, target):
+        return F.cross_entropy(F.linear(torch.tanh(x), w, b), target)
+    with braze.config.patch(pad_matmul_rows="on"), Recording() as rec:
+        fn = torch.compile(loss_of, backend="braze", dynamic=True)
+        for rows in (12, 20):
+            x, w, b, target = _inputs(rows, rows=rows)
+            grads = torch.autograd.grad(fn(x, w, b, target), (x, w, b))
+            xe, we, be, _ = _inputs(rows, rows=rows)
+            for got, want in zip(grads, torch.autograd.grad(loss_of(xe, we, be, target), (xe, we, be))):
+                torch.testing.assert_close(got, want)
+    assert not rec.failures and [g.kind for g in rec.graphs] == ["forward", "backward"]
+    assert rec.graphs[0].sizes is not None
 
 
 def test_inference_product_consumed_by_a_kernel():

@@ -58,8 +58,8 @@ def test_a_symbolic_training_step_saves_its_product_unpadded():
             xe, we, be, _ = _inputs(rows, rows=rows)
             for got, want in zip(grads, torch.autograd.grad(loss_of(xe, we, be, target), (xe, we, be))):
                 torch.testing.assert_close(got, want)
-    assert not rec.failures and [g.kind for g in rec.graphs] == ["forward", "backward"]
-    assert rec.graphs[0].sizes is not None
+    assert not rec.failures and {g.kind for g in rec.graphs} == {"forward", "backward"}
+    assert all(g.sizes is not None for g in rec.graphs)  # (a GPU's shapes may split the two sizes' classes)
 
 
 def test_inference_product_consumed_by_a_kernel():

@@ -262,6 +262,8 @@ class Lowerer:
             holds = data_sizes.condition(node, target, args)
             if holds is not None:
                 return holds
+        if isinstance(traced, (torch.SymBool, torch.SymFloat)) and not any(map(symbols.is_symbolic, args)):
+            return target(*args, **kwargs)  # (a compile per shape: ``sym_float(1031)``, traced by torch 2.11)
         if isinstance(traced, (torch.SymBool, torch.SymFloat)):
             raise LoweringError(target, f"a symbolic {type(traced).__name__} ({traced}): braze's sizes are "
                                 "integers", describe_inputs(node))

@@ -122,3 +122,45 @@ def test_a_size_compiled_as_a_multiple_of_16_vectorizes_loads_along_it():
     marked a multiple of 16 (``worker.DIVISIBLE``), 4 at a time."""
     assert "ld.global.v4" not in _row_copy_loads("i32")
     assert "ld.global.v4" in _row_copy_loads("i32:16")
+
+
+def _dropout_row_multiplies(folder, aligned: bool) -> int:
+    """The ``mul.hi`` count in the PTX of a row dropout ``out[x, r] = keep(x*n + r) * in[x, r]``
+    (braze's Philox helpers) whose row length ``n`` is an argument marked a multiple of 16,
+    compiled for sm_90 with the kernel's ``ALIGNED`` on or off."""
+    import importlib.util
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from braze.codegen.triton.helpers import HEADER, helper_source
+    from braze.codegen.triton.kernel import alignment_lines
+    from braze.codegen.triton.worker import ast_source
+    from braze.ir.symbols import Context, deciding
+    with deciding(Context({"s0": 4096}, {"s0": (2, 1 << 20)}, names=["s0"])):
+        _, assumptions = alignment_lines(interpreted=False)
+    assert assumptions == ["    if ALIGNED:", "        tl.assume(s0 % 16 == 0)"]
+    lines = ["@triton.jit", "def row_dropout(in0, seed, out0, s0, ALIGNED: tl.constexpr, RBLOCK: tl.constexpr):",
+             *assumptions,
+             "    r = tl.arange(0, RBLOCK)",
+             "    offset = (r + tl.program_id(0) * s0).to(tl.int64)",
+             "    keep = philox_rand(tl.load(seed + 0), offset) < 0.9",
+             "    x = tl.load(in0 + (r + tl.program_id(0) * s0), r < s0)",
+             "    tl.store(out0 + (r + tl.program_id(0) * s0), tl.where(keep, x, 0.0), r < s0)"]
+    path = folder / f"row_dropout_{aligned}.py"
+    path.write_text(HEADER + helper_source({"philox_rand"}) + "\n\n" + "\n".join(lines) + "\n")
+    with triton.knobs.runtime.scope():  # compiled, whatever TRITON_INTERPRET says
+        triton.knobs.runtime.interpret = False
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    signature = {"in0": "*fp32", "seed": "*i64", "out0": "*fp32", "s0": "i32:16", "ALIGNED": "constexpr",
+                 "RBLOCK": "constexpr"}
+    compiled = triton.compile(ast_source(module.row_dropout, signature, {"ALIGNED": aligned, "RBLOCK": 4096}),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    return compiled.asm["ptx"].count("mul.hi")
+
+
+def test_sizes_the_launcher_checked_let_a_dropout_share_its_philox_counters(tmp_path):
+    """Four neighbouring elements share one Philox counter (``offset >> 2``). With a
+    symbolic row length LLVM sees that only through ``tl.assume(s0 % 16 == 0)``
+    (``kernel.alignment_lines``): without it each element computes its own Philox."""
+    assert _dropout_row_multiplies(tmp_path, aligned=True) * 2 < _dropout_row_multiplies(tmp_path, aligned=False)

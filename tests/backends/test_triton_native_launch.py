@@ -85,3 +85,9 @@ def test_a_size_compiled_as_a_multiple_of_16_is_checked_by_the_launcher():
     text = launcher_text(LauncherSpec("kernel0", ["buf0"], [launch], sizes=["s0", "s1"]), gpu=True)
     check = next(line for line in text.splitlines() if "% 16" in line)
     assert "buf0.data_ptr()" in check and "s0" in check and "s1" not in check
+    aligned = Launch("k", ["buf0", "s0"], {"XBLOCK": 8, "ALIGNED": True}, 4, ("s0", 1, 1),
+                     compiled=types.SimpleNamespace(braze_launch=(128, 0, 0)),
+                     signature={"in0": "*fp32", "s0": "i32:16", "XBLOCK": "constexpr", "ALIGNED": "constexpr"})
+    text = launcher_text(LauncherSpec("kernel0", ["buf0"], [aligned], sizes=["s0"]), gpu=True)
+    own_launch = next(line for line in text.splitlines() if "k[(" in line)
+    assert "ALIGNED=False" in own_launch  # (its sizes were not checked: no assumption on them)

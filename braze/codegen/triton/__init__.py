@@ -27,7 +27,7 @@ from braze.codegen import Built
 from braze.codegen.triton import autotune, build
 from braze.codegen.triton.helpers import HEADER, helper_source
 from braze.codegen.triton.foreach import TritonForeach, split
-from braze.codegen.triton.kernel import TritonKernel, parameters
+from braze.codegen.triton.kernel import TritonKernel, divisible_sizes, parameters
 from braze.codegen.triton.launch import Launch, LauncherSpec, make_launchers
 from braze.codegen.triton.online import fold_softmax_sums
 from braze.codegen.triton.shapes import INTERPRETER, choose, device_info
@@ -264,10 +264,11 @@ def _launches(unit: Unit, shape) -> list:
     """The launches of a unit's kernel(s) under one configuration, in order."""
     kernel = unit.kernel
     args = list(kernel.buffers) + [w[0] for w in kernel.workspaces] + symbols.parameters()
-    main = {name: shape.blocks[name] for name in kernel.constexprs[0]}
+    values = {**shape.blocks, "ALIGNED": True}  # (compiled for sizes the launcher checks: ``alignment_lines``)
+    main = {name: values[name] for name in kernel.constexprs[0]}
     launches = [Launch(unit.fn, args, main, shape.num_warps, shape.grid)]
     if shape.finish:
-        finish = {name: {**shape.blocks, **shape.finish["blocks"]}[name] for name in kernel.constexprs[1]}
+        finish = {name: {**values, **shape.finish["blocks"]}[name] for name in kernel.constexprs[1]}
         launches.append(Launch(f"{unit.fn}_finish", args, finish, shape.finish["num_warps"],
                                shape.finish["grid"]))
     for launch in launches:
@@ -280,9 +281,8 @@ def _signature(unit: Unit, launch: Launch) -> dict:
     kernel = unit.kernel
     dtypes = [unit.plan.dtypes[b] for b in kernel.buffers] + [w[1] for w in kernel.workspaces]
     params = [kernel.params[b] for b in kernel.buffers] + [w[0] for w in kernel.workspaces]
-    late = symbols.unbacked()  # (their hints are stand-ins, no value of any call)
-    sizes = {name: ("i64" if kernel.shape.wide else "i32")
-             + (DIVISIBLE if name not in late and symbols.hint(symbols.symbol(name)) % 16 == 0 else "")
+    divisible = divisible_sizes()
+    sizes = {name: ("i64" if kernel.shape.wide else "i32") + (DIVISIBLE if name in divisible else "")
              for name in symbols.parameters()}
     return build.signature_of(params, dtypes, launch.constexprs, sizes)
 

@@ -76,7 +76,7 @@ def launcher_text(spec: LauncherSpec, gpu: bool) -> str:
         check = " | ".join([f"{b}.data_ptr()" for b in spec.buffers] + _divisible_sizes(spec)) or "0"
         lines.append(f"    if ({check}) % 16:  # an unaligned view, a size not a multiple of 16 as compiled: "
                      "Triton's own launch specializes for it")
-        lines += ["    " + _jit_call(launch, indent="    ") for launch in spec.launches]
+        lines += ["    " + _jit_call(launch, indent="    ", checked=False) for launch in spec.launches]
         lines.append("        return")
         lines += ["    " + _direct_call(launch, k) for k, launch in enumerate(spec.launches)]
     else:
@@ -89,8 +89,10 @@ def _divisible_sizes(spec: LauncherSpec) -> list:
     return [s for s in spec.sizes if any(launch.signature.get(s, "").endswith(DIVISIBLE) for launch in spec.launches)]
 
 
-def _jit_call(launch: Launch, indent: str = "") -> str:
-    consts = "".join(f", {k}={v}" for k, v in launch.constexprs.items())
+def _jit_call(launch: Launch, indent: str = "", checked: bool = True) -> str:
+    """Triton's own launch. ``checked`` False: the launcher's alignment check failed, so the
+    kernel may not assume its sizes are multiples of 16 (``ALIGNED=False``)."""
+    consts = "".join(f", {k}={v if k != 'ALIGNED' else checked}" for k, v in launch.constexprs.items())
     return f"{indent}{launch.ref}[{launch.grid}]({', '.join(launch.args)}{consts}, num_warps={launch.num_warps})"
 
 

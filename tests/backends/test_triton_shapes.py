@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import braze
 from braze.codegen.triton import shapes as triton_shapes
-from helpers import TRITON_ONLY, check
+from helpers import TRITON_ONLY, Compiled, check
 
 pytest.importorskip("triton")
 pytestmark = TRITON_ONLY
@@ -40,6 +40,22 @@ def assert_shape(expected, fn, *args, **check_kwargs):
 def test_pointwise_1d():
     x, y = torch.randn(33, 17), torch.randn(17)
     assert_shape(["pointwise"], lambda x, y: (x.sin() * y + 1).relu(), x, y)
+
+
+def test_a_symbolic_row_length_takes_blocks_of_rows_not_a_division_per_element():
+    """A pointwise kernel whose row length is a size symbol: 2-D blocks of row segments, so
+    no element's index is divided by a length known only at run time; right for every
+    length of its class (odd ones too)."""
+    def f(x):
+        gate, up = x.chunk(2, -1)
+        return F.silu(gate) * up
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for n in (24, 40, 38):
+            x = torch.randn(5, n)
+            torch.testing.assert_close(g(x), f(x))
+    source = compiled.graphs[0].source
+    assert "def triton_tiled_" in source and "xindex //" not in source and "xindex %" not in source
 
 
 def test_tiled_transpose():

@@ -168,7 +168,8 @@ def choose(plan, device: DeviceInfo) -> Shape:
         shape = _scan(plan, device)
     elif not plan.reduce:
         split = 0 if plan.scatters else _tile_split(plan)
-        shape = _tiled(plan, split, device) if split else _pointwise(plan, device)
+        rows = 0 if plan.scatters or split else _symbolic_rows(plan)
+        shape = _tiled(plan, split, device) if split else _rows(plan, rows, device) if rows else _pointwise(plan, device)
     else:
         shape = _reduction(plan, device)
     shape.wide = _needs_int64(plan, shape)
@@ -225,6 +226,36 @@ def _tile_split(plan) -> int:
     y = math.prod(v.size for v in outer[:j + 1])
     x = math.prod(v.size for v in outer[j + 1:])
     return j + 1 if min(x, outer[j].size) >= 4 and y * x >= 64 else 0
+
+
+def _symbolic_rows(plan) -> int:
+    """For a pointwise kernel with an inner loop whose extent is known only at run time:
+    the outer loops that form the rows of 2-D blocks (all but the innermost), else 0. A
+    flat 1-D block would divide each element's index by that extent (an integer division
+    by a run-time value: tens of instructions per element), and its loads could not
+    vectorize along the row."""
+    outer = plan.outer
+    return len(outer) - 1 if len(outer) >= 2 and any(symbols.is_symbolic(v.size) for v in outer[1:]) else 0
+
+
+def _rows(plan, split: int, device: DeviceInfo) -> Shape:
+    """2-D blocks of row segments (a ``tiled`` kernel): ``XBLOCK`` along the innermost
+    loop up to the pointwise block, ``YBLOCK`` rows for the rest of it; halved (rows
+    first) while the blocks give fewer programs than the device's fill. Only the program
+    id is divided (by the blocks per row), once per program."""
+    ynumel = math.prod(v.size for v in plan.outer[:split])
+    xnumel = math.prod(v.size for v in plan.outer[split:])
+    ys, xs = symbols.hint(ynumel), symbols.hint(xnumel)
+    xblock = next_pow2(xs, device.pointwise_block)
+    yblock = max(1, min(next_pow2(ys), device.pointwise_block // xblock))
+    while yblock * xblock > 128 and cdiv(ys, yblock) * cdiv(xs, xblock) < device.min_programs:
+        if yblock > 1:
+            yblock //= 2
+        else:
+            xblock //= 2
+    grid = (cdiv(ynumel, yblock) * cdiv(xnumel, xblock), 1, 1)
+    return Shape("tiled", {"YBLOCK": yblock, "XBLOCK": xblock}, _warps(yblock * xblock, 256, 4), grid,
+                 tile_split=split)
 
 
 def _accesses(plan) -> list:

@@ -235,7 +235,24 @@ def _symbolic_rows(plan) -> int:
     by a run-time value: tens of instructions per element), and its loads could not
     vectorize along the row."""
     outer = plan.outer
-    return len(outer) - 1 if len(outer) >= 2 and any(symbols.is_symbolic(v.size) for v in outer[1:]) else 0
+    if len(outer) < 2 or not any(symbols.is_symbolic(v.size) for v in outer[1:]):
+        return 0
+    return len(outer) - 1 if any(not _row_major(position, outer) for position in _accesses(plan)) else 0
+
+
+def _row_major(position, outer: list) -> bool:
+    """Is ``position`` a multiple of the flat index over ``outer`` (each loop's coefficient
+    the next one's times its extent, as the ranges prove)? Then a flat block's index
+    simplifies away: no division."""
+    expected = S.coefficient(position, outer[-1])
+    for inner, v in zip(reversed(outer), reversed(outer[:-1])):
+        if expected is None:
+            return False
+        expected = expected * inner.size
+        found = S.coefficient(position, v)
+        if found is None or symbols.known(found, "==", expected) is not True:  # (no guard added)
+            return False
+    return expected is not None
 
 
 def _rows(plan, split: int, device: DeviceInfo) -> Shape:

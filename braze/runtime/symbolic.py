@@ -75,10 +75,13 @@ class Symbolic:
         self.guards = config.guards
         self._boxed_call = True
         self.unbacked: dict = {}  # symbol -> (what it stands for, its range): bound by the wrapper
+        self.fixed_strides: list = []  # a backward's tensor arguments with traced strides free of symbols
+        self.per_shape = None  # the compile per shape for arguments with other strides
         try:
             self.bindings, self.ranges, self.tensors, self.shape_env = _bindings(gm)
             self.unbacked = _unbacked(gm, self.bindings)
             self._values = _binder(self.bindings)
+            self.fixed_strides = _fixed_strides(gm) if kind == "backward" else []
         except (TypeError, ValueError) as exc:
             self._give_up(f"{type(exc).__name__}: {exc}")
         with config.patch(**options):
@@ -87,16 +90,22 @@ class Symbolic:
     def __call__(self, args):
         if self.fallback is not None:
             return self.fallback(args)
+        if self.fixed_strides and not _strides_hold(self.fixed_strides, args):
+            return self._other_strides(args)
         if not self.guards and self.variants:
             return self.variants[0].call(args)
         values = self._values(args)
         for variant in self.variants:
             if variant.check(args, values):
                 return variant.call(args)
+        if self.per_shape is not None:  # strides no variant takes came before: no compile per miss
+            return self.per_shape(args)
         variant = self._compile(args, values)
         if variant is None:
             return self.fallback(args)
         self.variants.append(variant)
+        if not variant.check(args, values):  # compiled for the traced strides, which these args lack
+            return self._other_strides(args)
         return variant.call(args)
 
     def _compile(self, args, values: dict) -> Variant | None:
@@ -167,6 +176,15 @@ class Symbolic:
             return Variant(check, call)
         return None
 
+    def _other_strides(self, args):
+        """A backward called with strides other than AOTAutograd traced for what its forward
+        saved (a forward compiled per shape that stored a product with padded rows, say):
+        the variants, compiled for the traced strides, would read it wrongly; compiled per
+        shape instead, for the strides given (``runtime/specialize.py``)."""
+        if self.per_shape is None:
+            self.per_shape = self.specializing("a saved tensor's strides differ from the traced ones")
+        return self.per_shape(args)
+
     def _give_up(self, reason: str) -> None:
         self.fallback_reason = reason
         self.fallback = self.specializing(reason)
@@ -182,7 +200,7 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
     """``({symbol: (position, "size"|"stride"|"value", dim)}, {symbol: (lo, hi)},
     [(position, traced value)])``: where each size symbol is read from the arguments, the
     ranges the ShapeEnv knows, and the tensor arguments whose strides are symbolic."""
-    bindings, ranges, tensors, shape_env = {}, {}, [], None
+    bindings, from_strides, ranges, tensors, shape_env = {}, {}, {}, [], None
     for position, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         val = node.meta.get("val")
         if isinstance(val, torch.SymInt):
@@ -191,14 +209,16 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
                 bindings.setdefault(str(val.node.expr), (position, "value", 0))
         if not isinstance(val, torch.Tensor):
             continue
-        for kind, values in (("size", val.shape), ("stride", val.stride())):
+        for kind, values, found in (("size", val.shape, bindings), ("stride", val.stride(), from_strides)):
             for dim, n in enumerate(values):
                 if isinstance(n, torch.SymInt):
                     shape_env = n.node.shape_env
                     if n.node.expr.is_Symbol:
-                        bindings.setdefault(str(n.node.expr), (position, kind, dim))
+                        found.setdefault(str(n.node.expr), (position, kind, dim))
         if any(isinstance(s, torch.SymInt) for s in val.stride()):
             tensors.append((position, val))
+    for name, binding in from_strides.items():  # (a size gives it where one does: a stride may be padded)
+        bindings.setdefault(name, binding)
     if shape_env is not None:
         for sym, vr in shape_env.var_to_range.items():
             if str(sym) in bindings:
@@ -291,6 +311,27 @@ def _shape_env_of(gm: torch.fx.GraphModule):
             if isinstance(value, torch.Tensor) and free_unbacked_symbols(value):
                 return next(n for n in value.shape if isinstance(n, torch.SymInt)).node.shape_env  # (one per graph)
     return None
+
+
+def _fixed_strides(gm: torch.fx.GraphModule) -> list:
+    """``(position, strides)`` of each tensor argument whose traced strides hold no symbol
+    (those that do are checked with the guards)."""
+    found = []
+    for position, node in enumerate(gm.graph.find_nodes(op="placeholder")):
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and not any(isinstance(s, torch.SymInt) for s in val.stride()):
+            found.append((position, tuple(int(s) for s in val.stride())))
+    return found
+
+
+def _strides_hold(fixed: list, args) -> bool:
+    """Do the arguments have the traced strides (a dimension of one element excepted)?"""
+    for position, strides in fixed:
+        a = args[position]
+        if isinstance(a, torch.Tensor) and a.stride() != strides and a.numel() > 1 and any(
+                n != 1 and st != want for n, st, want in zip(a.shape, a.stride(), strides)):
+            return False
+    return True
 
 
 def _strides(tensors: list) -> list:

@@ -69,23 +69,26 @@ def test_vector_call_reading_a_value_of_its_own_loop_shared():
     check(fn, torch.randn(3, 64))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="torch 2.13 AOTAutograd: an output that is an overlapping view (unfold) of an "
-                          "intermediate gets the gradient of as_strided's backward, not unfold's: the "
-                          "shared element's gradient is wrong (backend='aot_eager' too). The fuzzer "
-                          "makes no unfold in gradient programs (fuzz_ops_shape.small_views)")
 def test_gradient_of_overlapping_view_output():
+    """An output that is an overlapping view (unfold) of an intermediate: the shared
+    element's gradient sums both windows. torch 2.13's AOTAutograd gives it the gradient of
+    ``as_strided``'s backward instead (``backend='aot_eager'`` too; torch 2.11 is right):
+    there the test is an expected failure, decided by running ``aot_eager``. The fuzzer
+    makes no unfold in gradient programs (``fuzz_ops_shape.small_views``)."""
     def fn(x):
         return (x * 2).unfold(0, 2, 1)
     x = torch.tensor([0.5, -1.0, 2.0])
     cotangent = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     grads = []
-    for f in (fn, torch.compile(fn, backend="braze")):  # (backend="aot_eager" gives the same)
+    for f in (fn, torch.compile(fn, backend="aot_eager"), torch.compile(fn, backend="braze")):
+        torch._dynamo.reset()
         leaf = x.clone().requires_grad_()
         f(leaf).backward(cotangent)
         grads.append(leaf.grad)
     assert grads[0].tolist() == [2.0, 10.0, 8.0]
-    assert torch.equal(grads[1], grads[0]), f"braze {grads[1].tolist()}"  # [2.0, 12.0, 8.0]
+    if not torch.equal(grads[1], grads[0]):
+        pytest.xfail(f"torch's AOTAutograd gives {grads[1].tolist()} (aot_eager), braze {grads[2].tolist()}")
+    assert torch.equal(grads[2], grads[0]), f"braze {grads[2].tolist()}"
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,

@@ -44,10 +44,17 @@ def test_training_step_matches_eager(setting):
         assert got.stride() == want.stride()
 
 
-def test_a_symbolic_training_step_saves_its_product_unpadded():
+@pytest.mark.parametrize("forward_pads", [False, True])
+def test_a_symbolic_training_step_saves_its_product_unpadded(forward_pads, monkeypatch):
     """With symbolic sizes the backward is compiled for the strides AOTAutograd traced for
     what the forward saves: the forward stores the saved product unpadded (kept padded, the
-    backward read it as 1001 wide)."""
+    backward read it as 1001 wide). Should a forward still store it padded (``forward_pads``,
+    as one compiled per shape may), the backward sees the other strides at its call and
+    compiles for them."""
+    import braze.compiler
+    if forward_pads:
+        monkeypatch.setattr(braze.compiler, "_outputs_keep_padding", lambda kind: kind != "backward")
+
     def loss_of(x, w, b, target):
         return F.cross_entropy(F.linear(torch.tanh(x), w, b), target)
     with braze.config.patch(pad_matmul_rows="on"), Recording() as rec:
@@ -59,7 +66,10 @@ def test_a_symbolic_training_step_saves_its_product_unpadded():
             for got, want in zip(grads, torch.autograd.grad(loss_of(xe, we, be, target), (xe, we, be))):
                 torch.testing.assert_close(got, want)
     assert not rec.failures and {g.kind for g in rec.graphs} == {"forward", "backward"}
-    assert all(g.sizes is not None for g in rec.graphs)  # (a GPU's shapes may split the two sizes' classes)
+    forward = [g for g in rec.graphs if g.kind == "forward"]
+    assert all(g.sizes is not None for g in forward)  # (a GPU's shapes may split the two sizes' classes)
+    backward = [g for g in rec.graphs if g.kind == "backward"]
+    assert any(g.sizes is None for g in backward) == forward_pads  # (per shape: for the strides given)
 
 
 def test_inference_product_consumed_by_a_kernel():

@@ -72,6 +72,29 @@ def test_a_symbolic_training_step_saves_its_product_unpadded(forward_pads, monke
     assert any(g.sizes is None for g in backward) == forward_pads  # (per shape: for the strides given)
 
 
+def test_a_symbolic_backward_reads_a_padded_parameter_product_through_its_strides(monkeypatch):
+    """A product with a parameter (static vocabulary, symbolic batch): the backward's traced
+    strides for it hold no symbol. Should the forward store it padded, the backward sees
+    strides other than traced at its call (``Symbolic.fixed_strides``) and compiles per
+    shape for them, for each batch."""
+    import braze.compiler
+    monkeypatch.setattr(braze.compiler, "_outputs_keep_padding", lambda kind: kind != "backward")
+    layer = torch.nn.Linear(64, 1001)
+
+    def loss_of(x, target):
+        return F.cross_entropy(layer(torch.tanh(x)), target)
+    with braze.config.patch(pad_matmul_rows="on"), Recording() as rec:
+        fn = torch.compile(loss_of, backend="braze", dynamic=True)
+        for rows in (12, 20):
+            x, _, _, target = _inputs(rows, rows=rows)
+            got = torch.autograd.grad(fn(x, target), (x, layer.weight, layer.bias))
+            want = torch.autograd.grad(loss_of(x, target), (x, layer.weight, layer.bias))
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b)
+    assert not rec.failures
+    assert any(g.kind == "backward" and g.sizes is None for g in rec.graphs)
+
+
 def test_inference_product_consumed_by_a_kernel():
     x, w = torch.randn(30, 16), torch.randn(77, 16)
 

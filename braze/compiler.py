@@ -278,10 +278,10 @@ def _passes(gm: torch.fx.GraphModule, kind: str, target, through_aten: frozenset
 
 def _outputs_keep_padding(kind: str) -> bool:
     """May outputs keep a matrix product's padded rows? Not a backward's (its gradients
-    reach the user), nor a symbolic forward's: its backward is compiled for the strides
-    AOTAutograd traced for what the forward saves (``runtime/symbolic.py`` checks only
-    strides that hold symbols), where a static forward's backward is compiled at its first
-    call, for the strides it is given (``compiled.restrided``)."""
+    reach the user), nor a symbolic forward's: its backward's variants are compiled for the
+    strides AOTAutograd traced for what the forward saves (given others, it would run per
+    shape: ``runtime/symbolic.py``), where a static forward's backward is compiled at its
+    first call, for the strides it is given (``compiled.restrided``)."""
     return kind == "inference" or kind == "forward" and not symbols.active()
 
 

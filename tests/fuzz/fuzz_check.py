@@ -108,7 +108,7 @@ def _in_float64(program):
     return Program(program.inputs, lines, program.outputs, program.seed, program.grad)
 
 
-def run_and_compare(program, backend: str = "cpp"):
+def run_and_compare(program, backend: str = "cpp", dynamic: bool = False):
     fn = program.function()
     eager_args, braze_args = program.make_inputs(), program.make_inputs()
     expected = fn(*eager_args)
@@ -117,7 +117,7 @@ def run_and_compare(program, backend: str = "cpp"):
     with Compiled() as compiled, braze.config.patch(strict=True, graph_cache=False, trace_cache=False,
                                                     cpu_backend=backend,
                                                     triton_bounds_check=True):
-        actual = torch.compile(fn, backend="braze", fullgraph=True)(*braze_args)
+        actual = torch.compile(fn, backend="braze", fullgraph=True, dynamic=dynamic or None)(*braze_args)
         actual_grads = _gradients(actual, braze_args, like=expected) if program.grad else []
     assert compiled.graphs, "braze compiled no graph"
     assert not compiled.failures, f"braze ran a graph eagerly: {compiled.failures}"
@@ -252,14 +252,15 @@ def _braze_failure(exc) -> str | None:
     return None
 
 
-def classify(program, backend: str = "cpp") -> tuple:
-    """(outcome, message) of one program; see ``OUTCOMES``."""
+def classify(program, backend: str = "cpp", dynamic: bool = False) -> tuple:
+    """(outcome, message) of one program; see ``OUTCOMES``. ``dynamic``: compiled with
+    ``dynamic=True`` (every size symbolic)."""
     try:
         program.function()(*program.make_inputs())
     except Exception as exc:  # the program itself is wrong
         return "invalid", f"eager: {type(exc).__name__}: {exc}"
     try:
-        run_and_compare(program, backend)
+        run_and_compare(program, backend, dynamic)
     except Mismatch as exc:
         return exc.kind, str(exc)
     except Exception as exc:
@@ -269,11 +270,11 @@ def classify(program, backend: str = "cpp") -> tuple:
     return "ok", ""
 
 
-def main(program, backend: str = "cpp") -> None:
+def main(program, backend: str = "cpp", dynamic: bool = False) -> None:
     """A reproducer's entry: print the outcome (and the program's source)."""
     if backend == "triton":
         os.environ["TRITON_INTERPRET"] = "1"
     print(program.source())
-    outcome, message = classify(program, backend)
+    outcome, message = classify(program, backend, dynamic)
     print(f"{outcome}: {message}" if message else outcome)
     sys.exit(0 if outcome == "ok" else 1)

@@ -136,7 +136,7 @@ class Program:
     def __repr__(self) -> str:
         return "\n" + self.repro()
 
-    def repro(self, backend: str = "cpp", header: str = "") -> str:
+    def repro(self, backend: str = "cpp", header: str = "", dynamic: bool = False) -> str:
         """A standalone script that rebuilds this program and compares braze with eager
         (the function's source is in it too, for reading)."""
         here = os.path.dirname(os.path.abspath(__file__))
@@ -154,4 +154,4 @@ class Program:
                 f"    inputs=[\n{specs}    ],\n"
                 f"    lines=[\n{lines}    ],\n"
                 f"    outputs={self.outputs!r}, seed={self.seed}, grad={self.grad})\n"
-                f"main(program, backend={backend!r})\n")
+                f"main(program, backend={backend!r}{', dynamic=True' if dynamic else ''})\n")

@@ -13,6 +13,7 @@ prints the outcome when run.
   BRAZE_CACHE_DIR=/tmp/bc-fuzz python -m tests.fuzz.fuzz_run --count 2000 --seed 0
   BRAZE_CACHE_DIR=/tmp/bc-fuzz python tests/fuzz/fuzz_run.py --backend triton --count 100
   python tests/fuzz/fuzz_run.py --seed 0 --only 17        # one program, printed and run
+  python tests/fuzz/fuzz_run.py --dynamic --count 500      # compiled with dynamic=True
 
 Every compile is strict (a graph braze gives up on is a failure, not an eager run).
 Programs have 3 to 12 ops by default (``--min-ops``, ``--max-ops``); the ops quarantined
@@ -47,11 +48,11 @@ def _alarm(signum, frame):
     raise Timeout("the program ran past --timeout")
 
 
-def run_one(program: Program, backend: str, timeout: int) -> tuple:
+def run_one(program: Program, backend: str, timeout: int, dynamic: bool = False) -> tuple:
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     try:
-        return classify(program, backend)
+        return classify(program, backend, dynamic)
     except Timeout as exc:
         return "internal error", f"Timeout: {exc}"
     finally:
@@ -71,7 +72,8 @@ def _error_name(message: str) -> str:
     return message.split(":", 1)[0]
 
 
-def shrink(program: Program, outcome: str, message: str, backend: str, timeout: int, budget: int) -> Program:
+def shrink(program: Program, outcome: str, message: str, backend: str, timeout: int, budget: int,
+           dynamic: bool = False) -> Program:
     """Drop outputs, then statements, then gradients and input layouts, while the
     outcome (and, for an error, its exception type) stays the same; at most
     ``budget`` compiles."""
@@ -81,7 +83,7 @@ def shrink(program: Program, outcome: str, message: str, backend: str, timeout: 
         if tries[0] >= budget:
             return False
         tries[0] += 1
-        got, text = run_one(candidate, backend, timeout)
+        got, text = run_one(candidate, backend, timeout, dynamic)
         return got == outcome and (outcome != "internal error" or _error_name(text) == _error_name(message))
 
     best = program
@@ -142,6 +144,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-ops", type=int, default=12)
     parser.add_argument("--shrink", type=int, default=40, help="compiles spent shrinking one failure (0: none)")
     parser.add_argument("--all", action="store_true", help="also the ops quarantined in test_fuzz.KNOWN_BUGS")
+    parser.add_argument("--dynamic", action="store_true", help="compile with dynamic=True: every size symbolic")
     parser.add_argument("--trace", default=None,
                         help="a file to write each program's index to before it runs (a crash names its program)")
     args = parser.parse_args(argv)
@@ -171,24 +174,24 @@ def main(argv=None) -> int:
         if args.trace:
             with open(args.trace, "w") as f:
                 f.write(f"{i}\n")
-        outcome, message = run_one(program, args.backend, args.timeout)
+        outcome, message = run_one(program, args.backend, args.timeout, args.dynamic)
         counts[outcome] += 1
         if outcome != "ok":
             key = signature(outcome, message)
             groups[key].append(i)
             shrunk = program
             if args.shrink and len(groups[key]) <= 2:  # the first two of a kind
-                shrunk = shrink(program, outcome, message, args.backend, args.timeout, args.shrink)
-            header = (f"fuzz_run --backend {args.backend} --seed {args.seed} --only {i}: {outcome}\n"
+                shrunk = shrink(program, outcome, message, args.backend, args.timeout, args.shrink, args.dynamic)
+            header = (f"fuzz_run --backend {args.backend}{' --dynamic' if args.dynamic else ''} --seed {args.seed} --only {i}: {outcome}\n"
                       + message[:1500])
             path = os.path.join(out, f"{outcome.replace(' ', '_')}-{i}.py")
             with open(path, "w") as f:
-                f.write(shrunk.repro(args.backend, header))
+                f.write(shrunk.repro(args.backend, header, args.dynamic))
             print(f"[{i}] {outcome}: {message.splitlines()[0][:160] if message else ''} -> {path}", flush=True)
         if done % 50 == 0:
             print(f"... {done} programs, {time.monotonic() - start:.0f} s: {dict(counts)}", flush=True)
     elapsed = time.monotonic() - start
-    print(f"\n{done} programs ({args.backend}, seed {args.seed}) in {elapsed:.0f} s")
+    print(f"\n{done} programs ({args.backend}{', dynamic' if args.dynamic else ''}, seed {args.seed}) in {elapsed:.0f} s")
     for outcome in OUTCOMES + ("no program",):
         print(f"  {outcome:15} {counts.get(outcome, 0)}")
     if groups:

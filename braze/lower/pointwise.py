@@ -492,10 +492,17 @@ def _clamp(ctx, x, lo=None, hi=None):
         if not dtypes.is_float(v.dtype):
             out = binary(Op.MAXIMUM, v, lo_e) if lo_e is not None else v
             return binary(Op.MINIMUM, out, hi_e) if hi_e is not None else out
-        out = binary(Op.FMAX, v, lo_e) if lo_e is not None else v
-        out = binary(Op.FMIN, out, hi_e) if hi_e is not None else out
+        out = _keeping_equal(Op.FMAX, v, lo_e) if lo_e is not None else v
+        out = _keeping_equal(Op.FMIN, out, hi_e) if hi_e is not None else out
         return where(unary(Op.ISNAN, v), v, out)
     return pointwise(ctx, fn, x, *bounds)
+
+
+def _keeping_equal(op: Op, v, bound):
+    """``fmax``/``fmin`` of ``v`` and a bound, but ``v`` itself where they compare equal, as
+    eager's clamp gives: ``clamp(+0.0, min=-0.0)`` is +0.0 (``fmax`` may give either zero,
+    and ``atan2`` of the result tells them apart)."""
+    return where(binary(Op.EQ, v, bound), v, binary(op, v, bound))
 
 
 @register(aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor)

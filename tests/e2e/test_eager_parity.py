@@ -245,3 +245,18 @@ def test_a_float_through_an_integer_is_positive_zero_as_eager(src, mid, dst, bac
     for a, e in zip(actual, expected):
         torch.testing.assert_close(a, e)
         assert torch.equal(torch.signbit(a), torch.signbit(e))
+
+
+def test_clamp_keeps_a_zero_equal_to_its_bound(backend):
+    """``clamp(+0.0, min=-0.0)`` is +0.0 in eager (the value is kept where it equals the
+    bound), and ``atan2`` of the result tells the zeros apart: 0 against -pi (found by
+    ``fuzz_run --dynamic``, seed 501, program 408)."""
+    def fn(x):
+        r = x.relu()
+        low = r.clamp(-0.0, 3.25)
+        return torch.atan2(low, low), (-r).clamp(max=0.0), x.clamp(-0.0, 3.25)
+    x = torch.cat([-torch.rand(6, dtype=torch.float64), torch.rand(6, dtype=torch.float64) * 4])
+    actual, expected = torch.compile(fn, backend="braze")(x), fn(x)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=0, atol=0)
+        assert torch.equal(torch.signbit(a), torch.signbit(e)), (a, e)

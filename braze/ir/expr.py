@@ -30,7 +30,7 @@ import torch
 
 from braze.ir import dtypes
 from braze.ir.size_floats import SizeFloat
-from braze.ir.symbols import Size
+from braze.ir.symbols import Size, forgotten_on_context_change
 
 
 class Op(enum.Enum):
@@ -157,7 +157,7 @@ EXPENSIVE = frozenset({
 class Expr:
     """One interned IR node. Build with the functions below, never directly."""
 
-    __slots__ = ("op", "dtype", "args", "arg", "_memo")
+    __slots__ = ("op", "dtype", "args", "arg", "_memo", "_generation")
 
     _table: dict = {}
 
@@ -196,8 +196,10 @@ class Expr:
         return self.arg[1]
 
     def memo(self) -> dict:
-        if self._memo is None:
-            self._memo = {}
+        """Results derived from this node (its text, bounds, linear form), forgotten
+        with ``forget_derived``."""
+        if self._memo is None or self._generation != _GENERATION[0]:
+            self._memo, self._generation = {}, _GENERATION[0]
         return self._memo
 
 
@@ -210,6 +212,7 @@ def _payload_key(arg):
 
 
 _CACHES: list = []
+_GENERATION = [0]  # memos of an older generation are stale
 
 
 def cached(fn):
@@ -225,6 +228,14 @@ def cache_table() -> dict:
     table: dict = {}
     _CACHES.append(table.clear)
     return table
+
+
+@forgotten_on_context_change
+def forget_derived() -> None:
+    """Forget every memo and cached result, keeping the nodes."""
+    _GENERATION[0] += 1
+    for clear in _CACHES:
+        clear()
 
 
 def clear_intern_table(limit: int = 200_000) -> None:

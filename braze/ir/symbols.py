@@ -430,13 +430,28 @@ class Context:
         self.guards.setdefault(f"{text_of(size, 'python')} {op} 0", _caller())
 
 
+_FORGETTERS: list = []  # what forgets results that compared sizes (``forgotten_on_context_change``)
+
+
+def forgotten_on_context_change(forget):
+    """Register ``forget``, run on entering and leaving each ``deciding``: a result that
+    compared sizes holds under one context's ranges and hints only, and a decision
+    must add its guard to the context that makes it, so no cache may carry one over."""
+    _FORGETTERS.append(forget)
+    return forget
+
+
 @contextlib.contextmanager
 def deciding(context: Context):
+    for forget in _FORGETTERS:
+        forget()
     token = _CONTEXT.set(context)
     try:
         yield context
     finally:
         _CONTEXT.reset(token)
+        for forget in _FORGETTERS:
+            forget()
 
 
 @contextlib.contextmanager

@@ -199,6 +199,24 @@ def test_channels_last_copies(backend):
         assert out.stride() == f(x).stride()
 
 
+def test_no_decision_of_one_graph_is_reused_by_the_next(backend):
+    """A result cached while one graph compiled must not serve another: here ``a[1:]`` at
+    ``a.size(0) == 2`` decided that ``s - 1`` is the extent 1 (its loop variable the constant
+    0, under a guard of that graph), and the next graph, naming its size with the same
+    symbol (Dynamo names a symbol by its source), read the third part of its ``cat`` from
+    row 1 only (the fuzzer's ``--dynamic`` run, seed 501, program 1131)."""
+    def tail(a):
+        return a[1:]
+
+    def cat_with_tail(a):
+        return torch.cat([a, a, a[1:]], 0)
+
+    for f, a in ((tail, torch.randn(3, 2, 1).permute(1, 0, 2)),
+                 (cat_with_tail, torch.randn(8, 33, 1).permute(1, 0, 2))):
+        torch._dynamo.reset()  # (Dynamo's symbol names start again: both graphs name the rows alike)
+        torch.testing.assert_close(torch.compile(f, backend="braze", dynamic=True)(a), f(a), rtol=0, atol=0)
+
+
 def test_a_tiny_gpt2_over_batch_sizes_and_lengths(backend):
     """A whole model (transformers' GPT-2, 2 layers, random weights) at three batch sizes and
     sequence lengths: one symbolic graph serves them, each call as eager computes it."""

@@ -75,13 +75,11 @@ class Symbolic:
         self.guards = config.guards
         self._boxed_call = True
         self.unbacked: dict = {}  # symbol -> (what it stands for, its range): bound by the wrapper
-        self.fixed_strides: list = []  # a backward's tensor arguments with traced strides free of symbols
         self.per_shape = None  # the compile per shape for arguments with other strides
         try:
-            self.bindings, self.ranges, self.tensors, self.shape_env = _bindings(gm)
+            self.bindings, self.ranges, self.tensors, self.shape_env = _bindings(gm, every_stride=kind == "backward")
             self.unbacked = _unbacked(gm, self.bindings)
             self._values = _binder(self.bindings)
-            self.fixed_strides = _fixed_strides(gm) if kind == "backward" else []
         except (TypeError, ValueError) as exc:
             self._give_up(f"{type(exc).__name__}: {exc}")
         with config.patch(**options):
@@ -90,8 +88,6 @@ class Symbolic:
     def __call__(self, args):
         if self.fallback is not None:
             return self.fallback(args)
-        if self.fixed_strides and not _strides_hold(self.fixed_strides, args):
-            return self._other_strides(args)
         if not self.guards and self.variants:
             return self.variants[0].call(args)
         values = self._values(args)
@@ -196,10 +192,12 @@ def _deciding(rebuild, context: symbols.Context):
         return rebuild()
 
 
-def _bindings(gm: torch.fx.GraphModule) -> tuple:
+def _bindings(gm: torch.fx.GraphModule, every_stride: bool) -> tuple:
     """``({symbol: (position, "size"|"stride"|"value", dim)}, {symbol: (lo, hi)},
     [(position, traced value)])``: where each size symbol is read from the arguments, the
-    ranges the ShapeEnv knows, and the tensor arguments whose strides are symbolic."""
+    ranges the ShapeEnv knows, and the tensor arguments whose strides the variants check:
+    those with symbolic strides, or with ``every_stride`` all (a backward's saved tensors
+    are not Dynamo's inputs: no guard of Dynamo checks their strides)."""
     bindings, from_strides, ranges, tensors, shape_env = {}, {}, {}, [], None
     for position, node in enumerate(gm.graph.find_nodes(op="placeholder")):
         val = node.meta.get("val")
@@ -215,7 +213,7 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
                     shape_env = n.node.shape_env
                     if n.node.expr.is_Symbol:
                         found.setdefault(str(n.node.expr), (position, kind, dim))
-        if any(isinstance(s, torch.SymInt) for s in val.stride()):
+        if every_stride or any(isinstance(s, torch.SymInt) for s in val.stride()):
             tensors.append((position, val))
     for name, binding in from_strides.items():  # (a size gives it where one does: a stride may be padded)
         bindings.setdefault(name, binding)
@@ -224,7 +222,8 @@ def _bindings(gm: torch.fx.GraphModule) -> tuple:
             if str(sym) in bindings:
                 lo = int(vr.lower) if vr.lower.is_Integer else 0
                 ranges[str(sym)] = (max(lo, 0), int(vr.upper) if vr.upper.is_Integer else symbols.INF)
-    used = {str(sym) for _, val in tensors for s in (*val.shape, *val.stride()) if isinstance(s, torch.SymInt)
+    strided = [val for _, val in tensors if any(isinstance(s, torch.SymInt) for s in val.stride())]
+    used = {str(sym) for val in strided for s in (*val.shape, *val.stride()) if isinstance(s, torch.SymInt)
             for sym in s.node.expr.free_symbols}
     missing = used - set(bindings)
     if missing:
@@ -313,27 +312,6 @@ def _shape_env_of(gm: torch.fx.GraphModule):
     return None
 
 
-def _fixed_strides(gm: torch.fx.GraphModule) -> list:
-    """``(position, strides)`` of each tensor argument whose traced strides hold no symbol
-    (those that do are checked with the guards)."""
-    found = []
-    for position, node in enumerate(gm.graph.find_nodes(op="placeholder")):
-        val = node.meta.get("val")
-        if isinstance(val, torch.Tensor) and not any(isinstance(s, torch.SymInt) for s in val.stride()):
-            found.append((position, tuple(int(s) for s in val.stride())))
-    return found
-
-
-def _strides_hold(fixed: list, args) -> bool:
-    """Do the arguments have the traced strides (a dimension of one element excepted)?"""
-    for position, strides in fixed:
-        a = args[position]
-        if isinstance(a, torch.Tensor) and a.stride() != strides and a.numel() > 1 and any(
-                n != 1 and st != want for n, st, want in zip(a.shape, a.stride(), strides)):
-            return False
-    return True
-
-
 def _strides(tensors: list) -> list:
     """``(position, stride texts)`` of each tensor argument with symbolic strides (in a
     compile's context: a stride ``Max(1, s0)`` is decided there)."""
@@ -354,6 +332,13 @@ def _binder(bindings: dict):
     return eval(f"lambda args: [{body}]")
 
 
+def _same_strides(t: torch.Tensor, want: tuple) -> bool:
+    """Has ``t`` the strides ``want``, those of a dimension of one element (never stepped)
+    or of an empty tensor excepted?"""
+    got = t.stride()
+    return got == want or t.numel() == 0 or all(n == 1 or a == b for n, a, b in zip(t.shape, got, want))
+
+
 def _checker(names: list, guards: list, strides: list, ranges: dict):
     """``(args, values) -> bool``: the guards, the symbols' ranges and the tensor
     arguments' strides hold."""
@@ -361,9 +346,9 @@ def _checker(names: list, guards: list, strides: list, ranges: dict):
     for name, (lo, hi) in ranges.items():
         tests.append(f"{name} >= {lo}" + (f" and {name} <= {hi}" if hi != symbols.INF else ""))
     for position, texts in strides:
-        tests.append(f"tuple(args[{position}].stride()) == ({', '.join(texts)},)")
+        tests.append(f"same_strides(args[{position}], ({''.join(f'{t}, ' for t in texts)}))")
     unpack = f"{', '.join(names)}, = values\n    " if names else ""
     source = f"def check(args, values):\n    {unpack}return {' and '.join(f'({t})' for t in tests) or 'True'}\n"
-    namespace: dict = {}
+    namespace: dict = {"same_strides": _same_strides}
     exec(compile(source, "<braze size guards>", "exec"), namespace)
     return namespace["check"]

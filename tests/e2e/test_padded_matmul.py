@@ -75,7 +75,7 @@ def test_a_symbolic_training_step_saves_its_product_unpadded(forward_pads, monke
 def test_a_symbolic_backward_reads_a_padded_parameter_product_through_its_strides(monkeypatch):
     """A product with a parameter (static vocabulary, symbolic batch): the backward's traced
     strides for it hold no symbol. Should the forward store it padded, the backward sees
-    strides other than traced at its call (``Symbolic.fixed_strides``) and compiles per
+    strides other than traced at its call (the variants check them) and compiles per
     shape for them, for each batch."""
     import braze.compiler
     monkeypatch.setattr(braze.compiler, "_outputs_keep_padding", lambda kind: kind != "backward")

@@ -1,14 +1,15 @@
 """Exact division of size polynomials, and chains of sizes each dividing the next.
 
-Takes: ``Size`` polynomials and ints (``ir/symbols.py``). Gives: ``divide_by_polynomial``,
-the exact quotient of a size by a polynomial of several terms (``symbols.floordiv`` and
-``modulo`` use it through ``symbols._divide``), and ``divisor_chain``, sizes ordered so that
+Takes: ``Size`` polynomials and ints (``ir/symbols.py``). Gives: ``divide``, a size split
+into the part a divisor divides exactly (divided) and the rest (``symbols.floordiv`` and
+``modulo`` use it), ``divide_by_polynomial``, the exact quotient of a size by a polynomial
+of several terms, and ``divisor_chain``, sizes ordered so that
 each divides the next (the loop nest of a kernel with symbolic extents, ``fuse/legality``).
 Structural only: no range is consulted and no guard is added.
 """
 from __future__ import annotations
 
-from braze.ir.symbols import Size, _divide, _is_zero, _terms, _without
+from braze.ir.symbols import Size, _is_zero, _terms
 
 
 def divisor_chain(values) -> list | None:
@@ -24,7 +25,7 @@ def divisor_chain(values) -> list | None:
         return None
     order = [v for _, v in sorted(zip(keys, values), key=lambda t: t[0])]
     for a, b in zip(order, order[1:]):
-        if not _is_zero(b % a if not isinstance(a, Size) and not isinstance(b, Size) else _divide(b, a)[1]):
+        if not _is_zero(b % a if not isinstance(a, Size) and not isinstance(b, Size) else divide(b, a)[1]):
             return None
     return order
 
@@ -57,3 +58,30 @@ def divide_by_polynomial(a, d: Size, steps: int = 64) -> tuple:
 def _leading(v: Size) -> tuple:
     """The term of ``v`` of the highest degree (the first such in ``v``'s order)."""
     return max(v.terms, key=lambda t: len(t[0]))
+
+
+def divide(a, d) -> tuple:
+    """``(q, r)`` with ``a == q*d + r``: the terms of ``a`` that ``d`` divides exactly,
+    divided, and the rest (``d`` an int or a single monomial); for a ``d`` of several
+    terms, ``(q, 0)`` where ``d`` divides ``a`` exactly (``768*s + 768`` over ``64*s + 64``,
+    ``s0*s1 - s0 - s1 + 1`` over ``s1 - 1``), else ``(0, a)``."""
+    if isinstance(d, Size) and len(d.terms) != 1:
+        return divide_by_polynomial(a, d)
+    dm, dk = d.terms[0] if isinstance(d, Size) else ((), d)
+    quotient, rest = {}, {}
+    for m, k in _terms(a):
+        left = _without(m, dm)
+        if left is not None and k % dk == 0:
+            quotient[left] = quotient.get(left, 0) + k // dk
+        else:
+            rest[m] = k
+    return Size._make(quotient), Size._make(rest)
+
+
+def _without(m: tuple, dm: tuple):
+    left = list(m)
+    for a in dm:
+        if a not in left:
+            return None
+        left.remove(a)
+    return tuple(left)

@@ -115,10 +115,11 @@ class SizeFloat:
             return [self.args[0]]
         return [s for a in self.args if isinstance(a, SizeFloat) for s in a.sizes()]
 
-    def text(self) -> str:
+    def text(self, lang: str = "python") -> str:
+        """Python; ``lang`` "plain" names no derived size (``symbols.Atom.text``)."""
         if self.op == "float":
-            return f"float({symbols.text_of(self.args[0], 'python')})"
-        args = [a.text() if isinstance(a, SizeFloat) else repr(float(a)) for a in self.args]
+            return f"float({symbols.text_of(self.args[0], lang)})"
+        args = [a.text(lang) if isinstance(a, SizeFloat) else repr(float(a)) for a in self.args]
         if self.op in ("neg", "sqrt"):
             return f"-{args[0]}" if self.op == "neg" else f"math.sqrt({args[0]})"
         return f"({args[0]} {OPS[self.op]} {args[1]})"
@@ -157,7 +158,7 @@ def _guard_nonzero(divisor) -> None:
     if divisor.op == "float" and symbols.known(divisor.args[0], "!=", 0):
         return  # (the ranges prove it: a dimension Dynamo made dynamic is at least 2)
     if _python_exact(divisor):
-        symbols.add_guard_text(f"{divisor.text()} != 0")
+        symbols.add_guard_text(f"{divisor.text('plain')} != 0")
     else:
         specialize(divisor)
 

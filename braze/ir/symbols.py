@@ -44,7 +44,7 @@ class Atom:
     _table: dict = {}
 
     def __new__(cls, kind: str, args: tuple):
-        key = kind if not args else f"{kind}({text_of(args[0], 'python')},{text_of(args[1], 'python')})"
+        key = kind if not args else f"{kind}({text_of(args[0], 'plain')},{text_of(args[1], 'plain')})"
         atom = cls._table.get(key)
         if atom is None:
             atom = object.__new__(cls)
@@ -56,12 +56,19 @@ class Atom:
         return (Atom, (self.kind, self.args))
 
     def text(self, lang: str) -> str:
+        """``lang``: "c", "python", or "plain" (Python that names no derived size)."""
         if not self.args:
             return self.kind
+        context = _CONTEXT.get()
+        if lang != "plain" and context is not None and self.key in context.derived:
+            return context.derived[self.key]
+        return self.definition(lang)
+
+    def definition(self, lang: str) -> str:
         a, d = (text_of(x, lang) for x in self.args)
-        if lang == "python" and self._signs_known():
+        if lang != "c" and self._signs_known():
             return f"({a} {'//' if self.kind == 'div' else '%'} {d})"
-        if lang == "python":  # the same in Python (floor) and in Triton kernels (truncating)
+        if lang != "c":  # the same in Python (floor) and in Triton kernels (truncating)
             mod = f"((({a} % {d}) + {d}) % {d})"
             return f"(({a} - {mod}) // {d})" if self.kind == "div" else mod
         return f"i_{'floordiv' if self.kind == 'div' else 'mod'}<int64_t>({a}, {d})"
@@ -243,6 +250,16 @@ def _rebuild(terms):
     return Size._make(dict(terms))
 
 
+def divisions_in(x) -> list:
+    """The quotient and remainder atoms of ``x``, each after those inside it."""
+    found: list = []
+    for m, _ in _terms(x):
+        for a in m:
+            if a.args:
+                found += [b for arg in a.args for b in divisions_in(arg) if b not in found] + [a]
+    return list(dict.fromkeys(found))
+
+
 def _atoms_in(atom: Atom) -> list:
     if not atom.args:
         return [atom]
@@ -334,7 +351,8 @@ def floordiv(a, d):
             return a
         if d <= 0:
             return Size._make({(Atom("div", (a, d)),): 1})
-    quotient, rest = _divide(a, d)
+    from braze.ir.divisors import divide  # (built on Size)
+    quotient, rest = divide(a, d)
     if _is_zero(rest):
         return quotient
     lo, hi = bounds_of(rest, _ranges())
@@ -353,7 +371,8 @@ def modulo(a, d):
         return a % d
     if isinstance(d, int) and d == 1:
         return 0
-    _, rest = _divide(a, d)
+    from braze.ir.divisors import divide
+    _, rest = divide(a, d)
     if _is_zero(rest):
         return 0
     lo, _ = bounds_of(rest, _ranges())
@@ -380,34 +399,6 @@ def _is_zero(x) -> bool:
     return not isinstance(x, Size) and x == 0
 
 
-def _divide(a, d) -> tuple:
-    """``(q, r)`` with ``a == q*d + r``: the terms of ``a`` that ``d`` divides exactly,
-    divided, and the rest (``d`` an int or a single monomial); for a ``d`` of several
-    terms, ``(q, 0)`` where ``d`` divides ``a`` exactly (``768*s + 768`` over ``64*s + 64``,
-    ``s0*s1 - s0 - s1 + 1`` over ``s1 - 1``), else ``(0, a)``."""
-    if isinstance(d, Size) and len(d.terms) != 1:
-        from braze.ir.divisors import divide_by_polynomial
-        return divide_by_polynomial(a, d)
-    dm, dk = d.terms[0] if isinstance(d, Size) else ((), d)
-    quotient, rest = {}, {}
-    for m, k in _terms(a):
-        left = _without(m, dm)
-        if left is not None and k % dk == 0:
-            quotient[left] = quotient.get(left, 0) + k // dk
-        else:
-            rest[m] = k
-    return Size._make(quotient), Size._make(rest)
-
-
-def _without(m: tuple, dm: tuple):
-    left = list(m)
-    for a in dm:
-        if a not in left:
-            return None
-        left.remove(a)
-    return tuple(left)
-
-
 # ---------------------------------------------------------------------- context
 
 @dataclass
@@ -421,13 +412,14 @@ class Context:
     names: list = field(default_factory=list)  # the symbols, in the order kernels take them
     bindings: dict = field(default_factory=dict)  # symbol -> the wrapper's text that reads it
     unbacked: dict = field(default_factory=dict)  # symbol -> what it stands for (a data-dependent size)
+    derived: dict = field(default_factory=dict)  # quotient or remainder atom's key -> its parameter's name
 
     def add_guard(self, size: "Size", op: str) -> None:
         late = sorted(size.symbols() & set(self.unbacked)) if isinstance(size, Size) else []
         if late:
             from braze.ir.unbacked import UnbackedDecision
-            raise UnbackedDecision(late[0], self.unbacked[late[0]], f"{text_of(size, 'python')} {op} 0", _caller())
-        self.guards.setdefault(f"{text_of(size, 'python')} {op} 0", _caller())
+            raise UnbackedDecision(late[0], self.unbacked[late[0]], f"{text_of(size, 'plain')} {op} 0", _caller())
+        self.guards.setdefault(f"{text_of(size, 'plain')} {op} 0", _caller())
 
 
 _FORGETTERS: list = []  # what forgets results that compared sizes (``forgotten_on_context_change``)

@@ -116,6 +116,7 @@ class Symbolic:
         before = len(self.shape_env.guards) if self.shape_env is not None else 0
         try:
             with symbols.deciding(context), config.patch(**self.options, graph_cache=False):
+                _derive(self.gm, context)
                 strides = _strides(self.tensors)
                 call = self.compile_fn(traced.copy_graph(self.gm), self.kind)  # (passes annotate the graph)
         except Exception as exc:  # any failure: compile per shape instead
@@ -127,7 +128,7 @@ class Symbolic:
         if compiled is not None:
             dynamo_guards = [str(g.expr) for g in self.shape_env.guards[before:]] if self.shape_env is not None else []
             compiled.sizes = SizeClass(dict(context.bindings), dict(context.guards),
-                                       [(symbols.text_of(s, "python"), v, w) for s, v, w in context.specialized],
+                                       [(symbols.text_of(s, "plain"), v, w) for s, v, w in context.specialized],
                                        dynamo_guards, {name: _described(meaning, name in self.bindings, *ranges[name])
                                                        for name, (meaning, _) in self.unbacked.items()})
             if self.cache_key and compiled.entry is not None and not dynamo_guards:
@@ -168,7 +169,7 @@ class Symbolic:
             compiled = getattr(call, "compiled", None)
             if compiled is not None:
                 compiled.sizes = stored.size_class
-                compiled.rebuild = functools.partial(_deciding, compiled.rebuild, self._context(values))
+                compiled.rebuild = functools.partial(_deciding, compiled.rebuild, self.gm, self._context(values))
             return Variant(check, call)
         return None
 
@@ -186,10 +187,62 @@ class Symbolic:
         self.fallback = self.specializing(reason)
 
 
-def _deciding(rebuild, context: symbols.Context):
+def _deciding(rebuild, gm: torch.fx.GraphModule, context: symbols.Context):
     """The IR of a variant loaded from disk, lowered again with the sizes it was loaded for."""
     with symbols.deciding(context):
+        _derive(gm, context)
         return rebuild()
+
+
+_DIVISIONS = frozenset({"FloorDiv", "CleanDiv", "Mod", "PythonMod", "CeilToInt", "FloorToInt"})
+
+
+def _derive(gm: torch.fx.GraphModule, context: symbols.Context) -> None:
+    """Give each quotient and remainder in the traced sizes (``(s0 + 1) // 2``, a ``chunk``'s
+    half) a parameter of its own, ``q0``, ``q1``...: the wrapper computes it once per call
+    from the symbols, and kernels take it as they take a symbol. So a Triton kernel knows
+    that the half of a row of 32k elements is a multiple of 16 (``:16``, checked by its
+    launcher) and vectorizes the loads it offsets, where ``(s0 + 1) // 2`` computed in the
+    kernel told it nothing. Sizes known only once an op has run are left out; no decision
+    is made (guards name only symbols: ``symbols.Atom.text``)."""
+    import sympy
+    given = set(context.bindings)
+    for node in gm.graph.nodes:
+        for expr in _traced_exprs(node.meta.get("val")):
+            if not any(type(e).__name__ in _DIVISIONS for e in sympy.preorder_traversal(expr)):
+                continue
+            for sub in sympy.preorder_traversal(expr):
+                if type(sub).__name__ in _DIVISIONS and {str(x) for x in sub.free_symbols} <= given:
+                    try:
+                        size = traced.from_sympy(sub)
+                    except TypeError:
+                        continue
+                    for atom in symbols.divisions_in(size):
+                        _name_division(atom, context)
+
+
+def _name_division(atom, context: symbols.Context) -> None:
+    if atom.key in context.derived:
+        return
+    name = f"q{len(context.derived)}"
+    context.bindings[name] = atom.definition("python")  # (inner divisions already named)
+    context.derived[atom.key] = name
+    context.names.append(name)
+    context.hints[name] = atom.value(context.hints)
+
+
+def _traced_exprs(val):
+    """The sympy expressions of the sizes in a traced value (a tensor's sizes, strides and
+    offset; an integer; a list of them)."""
+    if isinstance(val, (list, tuple)):
+        for v in val:
+            yield from _traced_exprs(v)
+    elif isinstance(val, torch.SymInt):
+        yield val.node.expr
+    elif isinstance(val, torch.Tensor):
+        for n in (*val.shape, *val.stride(), val.storage_offset()):
+            if isinstance(n, torch.SymInt):
+                yield n.node.expr
 
 
 def _bindings(gm: torch.fx.GraphModule, every_stride: bool) -> tuple:
@@ -313,9 +366,9 @@ def _shape_env_of(gm: torch.fx.GraphModule):
 
 
 def _strides(tensors: list) -> list:
-    """``(position, stride texts)`` of each tensor argument with symbolic strides (in a
+    """``(position, stride texts)`` of each tensor argument the variants check (in a
     compile's context: a stride ``Max(1, s0)`` is decided there)."""
-    return [(position, [symbols.text_of(traced.concrete(s), "python") for s in val.stride()])
+    return [(position, [symbols.text_of(traced.concrete(s), "plain") for s in val.stride()])
             for position, val in tensors]
 
 

@@ -4,6 +4,7 @@ them), forward and backward, and a graph braze cannot compile symbolically is co
 per shape instead."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import braze
 from benchmarks.dynamic_sizes import Block  # LayerNorm, q/k/v, causal SDPA, GELU MLP, residuals
@@ -197,6 +198,29 @@ def test_channels_last_copies(backend):
         out = g(x)
         torch.testing.assert_close(out, f(x))
         assert out.stride() == f(x).stride()
+
+
+def test_a_quotient_of_the_sizes_is_a_parameter_of_its_own(backend):
+    """``chunk`` halves a symbolic row into ``(s + 1) // 2``: the wrapper computes that once
+    per call and kernels take it as a size argument (``runtime/symbolic._derive``), which
+    Triton can be told is a multiple of 16 (its loads along the half row then vectorize),
+    where a quotient computed inside the kernel told it nothing. Odd halves too (125)."""
+    def swiglu(x):
+        a, b = x.chunk(2, -1)
+        return F.silu(a) * b
+    g = torch.compile(swiglu, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for rows, width in ((6, 64), (5, 96), (7, 250)):
+            x = torch.randn(rows, width)
+            torch.testing.assert_close(g(x), swiglu(x))
+    sizes = variants(compiled)[0].sizes
+    quotients = {name: text for name, text in sizes.symbols.items() if name.startswith("q")}
+    assert len(quotients) == 1 and "// 2)" in next(iter(quotients.values())), sizes.symbols
+    name = next(iter(quotients))
+    source = variants(compiled)[0].source
+    assert (f"int64_t {name}" if backend == "cpp" else f", {name}") in source
+    assert "// 2" not in source.split("def call", 1)[0] if backend == "triton" else True
+    assert all(name not in guard for guard in sizes.guards)  # (guards name only Dynamo's symbols)
 
 
 def test_no_decision_of_one_graph_is_reused_by_the_next(backend):

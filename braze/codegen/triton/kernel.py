@@ -314,7 +314,8 @@ class TritonKernel:
     def emit_scan(self, name: str) -> None:
         """A scan node: each row in chunks of ``RBLOCK``, in order; a chunk's cumulative
         sum (product) is offset by (multiplied with) the running value of the chunks
-        before it; a row of one chunk has none. Float32 rows longer than ``LANE_CHAIN_MAX``
+        before it; a row of one chunk has none, and no loop (a loop over a run-time
+        length stays a loop in the compiled kernel). Float32 rows longer than ``LANE_CHAIN_MAX``
         run in float64: the running value is one chain along the whole row (eager's CPU
         kernels keep it in double)."""
         m = self.plan.scan
@@ -326,25 +327,26 @@ class TritonKernel:
         neutral = "1" if prod else "0"
         em = self._reduction_head(name, ["XBLOCK", "RBLOCK"])  # (a column scan: [RBLOCK, XBLOCK])
         axis, block = self.reduce_axis, self._block_shape({"x", "r"})
+        ind = "        " if chunks else "    "  # (one chunk: no loop, which a run-time length would keep)
         if chunks:
             em.emit("    ", f"running = {full(neutral, dtype, self._block_shape({'x'}), self.index_type)}")
-        em.emit("    ", "for roffset in range(0, rnumel, RBLOCK):")
-        self._r_index("roffset + ", "        ")
-        printer = self._printer("        ")
+            em.emit("    ", "for roffset in range(0, rnumel, RBLOCK):")
+        self._r_index("roffset + " if chunks else "", ind)
+        printer = self._printer(ind)
         value = printer.tensor(printer(m.value), m.value.dtype)
         if dtype != m.value.dtype:
             value = f"{value}.to(tl.float64)"
-        em.emit("        ", f"chunk = tl.where(rmask, tl.broadcast_to({value}, {block}), {neutral})")
+        em.emit(ind, f"chunk = tl.where(rmask, tl.broadcast_to({value}, {block}), {neutral})")
         combine, op = ("multiply", "*") if prod else ("add", "+")
         self.helpers.add(combine)  # (tl.cumsum's own combine fails in the interpreter once Triton is imported)
         scanned = f"tl.associative_scan(chunk, {axis}, {combine})"
-        em.emit("        ", f"scanned = {scanned} {op} running" if chunks else f"scanned = {scanned}")
+        em.emit(ind, f"scanned = {scanned} {op} running" if chunks else f"scanned = {scanned}")
         if chunks:
             total = f"tl.reduce(chunk, {axis}, {combine})[{':, None' if axis == 1 else 'None, :'}]"
-            em.emit("        ", f"running = running {op} {total}")
+            em.emit(ind, f"running = running {op} {total}")
         if dtype != m.value.dtype:
-            em.emit("        ", "scanned = scanned.to(tl.float32)")
-        self._store(m, Term("scanned", frozenset({"x", "r"})), printer, "        ", {"x", "r"})
+            em.emit(ind, "scanned = scanned.to(tl.float32)")
+        self._store(m, Term("scanned", frozenset({"x", "r"})), printer, ind, {"x", "r"})
         self._end()
 
     def emit_column(self, name: str) -> None:

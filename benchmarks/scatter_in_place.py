@@ -7,7 +7,8 @@ Takes: the device, the rows ``n`` of a float32 ``n×64`` input, the numbers of r
 scattered, the in-place ops (``index_add_`` by default; ``view_index_add_`` adds ``k``
 elements through the flat view, ``x.view(-1).index_add_(0, idx, src)``; ``slice_index_add_``
 adds ``k`` rows into ``x[1:]``; ``slice_set`` assigns ``k`` rows, ``x[7:7 + k] = src``, as
-a cache update does) and on the CPU the
+a cache update does; ``gelu_index_add_`` and ``gelu_index_put_`` add values computed from
+``src``, ``gelu(src) * 0.5``, a prologue braze fuses into the scatter) and on the CPU the
 thread count (by default torch's). Gives: a markdown table: per op and ``k``, the median ms
 of the update (``x.index_add_(0, idx, src)``, ...) in eager, Inductor and braze (each timed
 in interleaved rounds, ``benchmarks.measure``), and braze's kernels. A scatter in place
@@ -61,8 +62,19 @@ def _slice_set(x, idx, src):
     return x
 
 
+def _gelu_index_add(x, idx, src):
+    x.index_add_(0, idx, torch.nn.functional.gelu(src) * 0.5)
+    return x
+
+
+def _gelu_index_put(x, idx, src):
+    x.index_put_((idx,), torch.nn.functional.gelu(src) * 0.5, accumulate=True)
+    return x
+
+
 OPS = {"index_add_": _index_add, "index_put_": _index_put, "scatter_add_": _scatter_add, "index_copy_": _index_copy,
-       "view_index_add_": _index_add_flat, "slice_index_add_": _slice_index_add, "slice_set": _slice_set}
+       "view_index_add_": _index_add_flat, "slice_index_add_": _slice_index_add, "slice_set": _slice_set,
+       "gelu_index_add_": _gelu_index_add, "gelu_index_put_": _gelu_index_put}
 
 
 def main(argv=None) -> None:

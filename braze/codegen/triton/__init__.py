@@ -265,8 +265,10 @@ def _launches(unit: Unit, shape) -> list:
     kernel = unit.kernel
     args = list(kernel.buffers) + [w[0] for w in kernel.workspaces] + symbols.parameters()
     values = {**shape.blocks, "ALIGNED": True}  # (compiled for sizes the launcher checks: ``alignment_lines``)
+    values.update({name: value for name, (value, _) in kernel.run_time.items()})
     main = {name: values[name] for name in kernel.constexprs[0]}
-    launches = [Launch(unit.fn, args, main, shape.num_warps, shape.grid)]
+    run_time = {name: text for name, (_, text) in kernel.run_time.items() if name in main}
+    launches = [Launch(unit.fn, args, main, shape.num_warps, shape.grid, run_time=run_time)]
     if shape.finish:
         finish = {name: {**values, **shape.finish["blocks"]}[name] for name in kernel.constexprs[1]}
         launches.append(Launch(f"{unit.fn}_finish", args, finish, shape.finish["num_warps"],

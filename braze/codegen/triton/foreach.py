@@ -84,6 +84,7 @@ class TritonForeach:
         self.buffers = list(self.params)
         self.workspaces: list = []
         self.constexprs = [["XBLOCK"]]
+        self.run_time: dict = {}  # (no constexpr decided at a call: ``kernel.TritonKernel.run_time``)
         self.helpers: set = set()
         self.parts = [TritonKernel(part, choose(part, device), self.params, self.interpreted) for part in plan.parts]
 

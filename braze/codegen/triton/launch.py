@@ -14,7 +14,9 @@ benchmarks.launch_overhead``). A tensor whose data pointer is not 16-byte
 aligned (a view with an odd offset) takes Triton's own launch path, which
 specializes for it; so does a symbolic size that the kernel was compiled to take as
 a multiple of 16 (its value in the call compiled was one: loads along a row of that
-length vectorize) when a call's is not.
+length vectorize) when a call's is not, and a call whose row is full where the compiled
+call's was not, or the reverse (``Launch.run_time``: ``ROWFULL``, a constexpr the launcher
+computes from the sizes).
 Under the interpreter the launcher calls the kernel through ``fn[grid](...)``.
 A split reduction launches two kernels through workspaces (the partial results)
 that live as long as the compiled graph: the partials are dead when the launcher
@@ -45,6 +47,7 @@ class Launch:
     module_key: str = ""  # the cache key of the module defining ``fn``
     signature: dict = field(default_factory=dict)  # Triton's signature (pointer types, constexprs)
     debug: bool = False  # the kernel asserts on the device (run-time checks): compiled with them
+    run_time: dict = field(default_factory=dict)  # constexpr -> Python text of its value at a call
 
     @property
     def ref(self) -> str:
@@ -74,9 +77,12 @@ def launcher_text(spec: LauncherSpec, gpu: bool) -> str:
                   f"        {name} = _workspace({key})"]
     if gpu:
         check = " | ".join([f"{b}.data_ptr()" for b in spec.buffers] + _divisible_sizes(spec)) or "0"
-        lines.append(f"    if ({check}) % 16:  # an unaligned view, a size not a multiple of 16 as compiled: "
-                     "Triton's own launch specializes for it")
-        lines += ["    " + _jit_call(launch, indent="    ", checked=False) for launch in spec.launches]
+        other = "".join(f" or {text} != {launch.constexprs[name]}" for launch in spec.launches
+                        for name, text in launch.run_time.items())
+        lines.append(f"    if ({check}) % 16{other}:  # not as compiled (an unaligned view, a size not a multiple "
+                     "of 16, a row full or not): Triton's own launch specializes for it")
+        aligned = f"({check}) % 16 == 0" if other else False  # (a full row alone took this path)
+        lines += ["    " + _jit_call(launch, indent="    ", checked=aligned) for launch in spec.launches]
         lines.append("        return")
         lines += ["    " + _direct_call(launch, k) for k, launch in enumerate(spec.launches)]
     else:
@@ -89,10 +95,14 @@ def _divisible_sizes(spec: LauncherSpec) -> list:
     return [s for s in spec.sizes if any(launch.signature.get(s, "").endswith(DIVISIBLE) for launch in spec.launches)]
 
 
-def _jit_call(launch: Launch, indent: str = "", checked: bool = True) -> str:
-    """Triton's own launch. ``checked`` False: the launcher's alignment check failed, so the
-    kernel may not assume its sizes are multiples of 16 (``ALIGNED=False``)."""
-    consts = "".join(f", {k}={v if k != 'ALIGNED' else checked}" for k, v in launch.constexprs.items())
+def _jit_call(launch: Launch, indent: str = "", checked=True) -> str:
+    """Triton's own launch. ``checked`` False (or the text of a test at the call): the
+    launcher's alignment check failed, so the kernel may not assume its sizes are multiples
+    of 16 (``ALIGNED=False``). A constexpr
+    decided at each call (``Launch.run_time``) gets its value from the call's sizes."""
+    def value(k, v):
+        return checked if k == "ALIGNED" else launch.run_time.get(k, v)
+    consts = "".join(f", {k}={value(k, v)}" for k, v in launch.constexprs.items())
     return f"{indent}{launch.ref}[{launch.grid}]({', '.join(launch.args)}{consts}, num_warps={launch.num_warps})"
 
 

@@ -91,3 +91,35 @@ def test_a_size_compiled_as_a_multiple_of_16_is_checked_by_the_launcher():
     text = launcher_text(LauncherSpec("kernel0", ["buf0"], [aligned], sizes=["s0"]), gpu=True)
     own_launch = next(line for line in text.splitlines() if "k[(" in line)
     assert "ALIGNED=False" in own_launch  # (its sizes were not checked: no assumption on them)
+
+
+def test_a_constexpr_decided_at_the_call_sends_other_values_through_triton():
+    """``ROWFULL`` (a symbolic row exactly one block long: no mask along it) is compiled for
+    the value of the call compiled; a call with the other value takes Triton's own launch,
+    given the value its sizes have, and the alignment its pointers have."""
+    from braze.codegen.triton.launch import Launch, LauncherSpec, launcher_text
+    launch = Launch("k", ["buf0", "s0"], {"XBLOCK": 1, "RBLOCK": 64, "ROWFULL": True, "ALIGNED": True}, 4,
+                    ("s1", 1, 1), compiled=types.SimpleNamespace(braze_launch=(128, 0, 0)),
+                    signature={"in0": "*fp32", "s0": "i32:16"}, run_time={"ROWFULL": "(s0 == 64)"})
+    text = launcher_text(LauncherSpec("kernel0", ["buf0"], [launch], sizes=["s0"]), gpu=True)
+    check = next(line for line in text.splitlines() if "% 16" in line)
+    assert "(s0 == 64) != True" in check
+    own_launch = next(line for line in text.splitlines() if "k[(" in line)
+    assert "ROWFULL=(s0 == 64)" in own_launch and "ALIGNED=(buf0.data_ptr() | s0) % 16 == 0" in own_launch
+    interpreted = launcher_text(LauncherSpec("kernel0", ["buf0"], [launch], sizes=["s0"]), gpu=False)
+    assert "ROWFULL=(s0 == 64)" in interpreted  # (each call: the interpreter's one kernel serves both)
+
+
+def test_a_symbolic_row_kernel_is_right_for_full_rows_and_shorter_ones():
+    """One variant (rows of 33..64 share a block of 64) serves a row of exactly 64 with
+    ``ROWFULL`` and the others masked."""
+    from helpers import Compiled
+    f = lambda x: (torch.softmax(x, -1), torch.nn.functional.layer_norm(x, x.shape[-1:]))
+    with braze.config.patch(cpu_backend="triton"), Compiled() as compiled:
+        g = torch.compile(f, backend="braze", dynamic=True)
+        for n in (64, 48, 64, 40):
+            x = torch.randn(5, n)
+            for a, b in zip(g(x), f(x)):
+                torch.testing.assert_close(a, b)
+    assert len(compiled.graphs) == 1 and compiled.graphs[0].sizes is not None
+    assert "ROWFULL=(" in compiled.graphs[0].source

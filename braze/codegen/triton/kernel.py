@@ -281,11 +281,17 @@ class TritonKernel:
         self._define_vars(plan.outer, "x")
         return em
 
-    def _full_rows(self, rnumel) -> None:
-        """``rnumel`` a constexpr where the launcher saw that a call's row length is the
-        block's (``ROWFULL``): Triton then folds every mask along the row, as in a static
-        kernel of that length (LayerNorm+GELU over rows of 4096 on the H200: 98 µs masked,
-        90 µs static). Triton compiles each value of ``ROWFULL`` once; no class is split."""
+    def _one_block_head(self, name: str) -> Emitter:
+        """``_reduction_head`` of a kernel whose rows fit one block. A symbolic row length
+        is a constexpr where the launcher saw that a call's is the block's (``ROWFULL``):
+        Triton then folds every mask along the row, as in a static kernel of that length
+        (LayerNorm+GELU over rows of 4096 on the H200: 98 µs masked, 90 µs static). Triton
+        compiles each value of ``ROWFULL`` once; no class is split."""
+        rnumel = self.plan.reduce_numel()
+        decided = symbols.is_symbolic(rnumel) and not unbacked.unbacked_in(rnumel)  # (at each call)
+        em = self._reduction_head(name, ["XBLOCK", "RBLOCK"] + (["ROWFULL"] if decided else []))
+        if not decided:
+            return em
         lines = self.emitter.lines
         k = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rnumel"))
         lines[k:k + 1] = ["    if ROWFULL:", "        rnumel: tl.constexpr = RBLOCK", "    else:",
@@ -293,6 +299,7 @@ class TritonKernel:
         block = self.shape.blocks["RBLOCK"]
         self.run_time["ROWFULL"] = (symbols.hint(rnumel) == block,
                                     f"({symbols.text_of(rnumel, 'python')} == {block})")
+        return em
 
     def _r_index(self, offset: str, indent: str) -> None:
         em = self.emitter
@@ -308,11 +315,8 @@ class TritonKernel:
         or not at each call: the launcher passes ``ROWFULL`` (``_full_rows``)."""
         rnumel = self.plan.reduce_numel()
         exact = not symbols.is_symbolic(rnumel) and rnumel == self.shape.blocks["RBLOCK"]
-        full = symbols.is_symbolic(rnumel) and not unbacked.unbacked_in(rnumel)
         self.unmasked = {"r"} if exact else set()
-        self._reduction_head(name, ["XBLOCK", "RBLOCK"] + (["ROWFULL"] if full else []))
-        if full:
-            self._full_rows(rnumel)
+        self._one_block_head(name)
         self._r_index("", "    ")
         printer = self._printer("    ")
         for level in self.plan.levels:
@@ -343,7 +347,8 @@ class TritonKernel:
         if dtype is torch.float32 and self.plan.reduce_numel() > LANE_CHAIN_MAX:
             dtype = torch.float64
         neutral = "1" if prod else "0"
-        em = self._reduction_head(name, ["XBLOCK", "RBLOCK"])  # (a column scan: [RBLOCK, XBLOCK])
+        head = self._reduction_head(name, ["XBLOCK", "RBLOCK"]) if chunks else self._one_block_head(name)
+        em = head  # (a column scan: [RBLOCK, XBLOCK])
         axis, block = self.reduce_axis, self._block_shape({"x", "r"})
         ind = "        " if chunks else "    "  # (one chunk: no loop, which a run-time length would keep)
         if chunks:

@@ -256,7 +256,7 @@ def divisions_in(x) -> list:
     for m, _ in _terms(x):
         for a in m:
             if a.args:
-                found += [b for arg in a.args for b in divisions_in(arg) if b not in found] + [a]
+                found += [b for arg in a.args for b in divisions_in(arg)] + [a]
     return list(dict.fromkeys(found))
 
 

@@ -203,14 +203,12 @@ def _derive(gm: torch.fx.GraphModule, context: symbols.Context) -> None:
     from the symbols, and kernels take it as they take a symbol. So a Triton kernel knows
     that the half of a row of 32k elements is a multiple of 16 (``:16``, checked by its
     launcher) and vectorizes the loads it offsets, where ``(s0 + 1) // 2`` computed in the
-    kernel told it nothing. Sizes known only once an op has run are left out; no decision
-    is made (guards name only symbols: ``symbols.Atom.text``)."""
+    kernel told it nothing. Sizes known only once an op has run are left out. Guards keep
+    naming only symbols (``symbols.Atom.text``)."""
     import sympy
     given = set(context.bindings)
     for node in gm.graph.nodes:
         for expr in _traced_exprs(node.meta.get("val")):
-            if not any(type(e).__name__ in _DIVISIONS for e in sympy.preorder_traversal(expr)):
-                continue
             for sub in sympy.preorder_traversal(expr):
                 if type(sub).__name__ in _DIVISIONS and {str(x) for x in sub.free_symbols} <= given:
                     try:
@@ -222,6 +220,7 @@ def _derive(gm: torch.fx.GraphModule, context: symbols.Context) -> None:
 
 
 def _name_division(atom, context: symbols.Context) -> None:
+    """Name ``atom`` (once): a size argument, its value computed by the wrapper."""
     if atom.key in context.derived:
         return
     name = f"q{len(context.derived)}"

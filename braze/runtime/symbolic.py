@@ -7,7 +7,8 @@ or stride of an input tensor, or an integer argument) and runs the first compile
 variant whose guards hold for them. On a miss it compiles a new variant: the same graph
 with the call's values as hints (``ir/symbols.py``); every decision the compiler made on
 a size that the ranges do not prove becomes one of the variant's guards. Kernels and
-wrapper take the sizes as arguments, so one variant serves every size of its class.
+wrapper take the sizes as arguments, so one variant serves every size of its class; a
+quotient in the traced sizes (``(s0 + 1) // 2``) is an argument of its own (``_derive``).
 A size an op of the graph decides from values (Dynamo's unbacked ``u0``) is a symbol no
 argument gives: the wrapper reads it from that op's result, its range is the ShapeEnv's, and
 no decision on it is guarded (``ir/unbacked.py``), so it never splits classes.

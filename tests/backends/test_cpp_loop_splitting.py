@@ -38,6 +38,21 @@ def test_rotary_in_pieces(dim):
     assert "idx_clamp" not in source and source.count("#pragma omp simd") == 2, source
 
 
+def test_rotary_in_pieces_at_a_symbolic_half():
+    """With every size symbolic the cut is ``s - s // 2``: two pieces of symbolic extents, no
+    select and no clamped load in either, for even and odd widths alike (one variant)."""
+    from helpers import Compiled
+    g = torch.compile(rotary, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for dim in (128, 96, 99):  # (one class: below 64 the tiles decide otherwise)
+            x, cos, sin = torch.randn(2, 3, 33, dim), torch.randn(33, dim), torch.randn(33, dim)
+            torch.testing.assert_close(g(x, cos, sin), rotary(x, cos, sin))
+    assert len(compiled.graphs) == 1 and compiled.graphs[0].sizes is not None
+    source = compiled.graphs[0].source
+    source = source[source.index("// kernel"):]
+    assert "idx_clamp" not in source and " ? " not in source and source.count("#pragma omp simd") == 2, source
+
+
 @pytest.mark.parametrize("fn, pieces", [
     (lambda x, y: F.pad(x, (2, 3)) * 2, 3),
     (lambda x, y: torch.cat([x, y, x.exp()], -1), 3),

@@ -8,7 +8,9 @@ a variable of one range. In a piece such a comparison is a constant, so a ``wher
 keeps one branch, and the loads of the branch not taken disappear with their clamped
 positions (which GCC vectorizes as gathers, not contiguous loads): a rotary
 embedding's ``cat([-x2, x1])`` runs several times faster in two pieces than in one
-loop (docs/benchmarks.md, "CPU kernels").
+loop (docs/benchmarks.md, "CPU kernels"). A symbolic width (``x[..., s0 // 2:]``) cuts
+the loop at a symbolic point, where the comparison has slope 1 or -1; the pieces' extents
+are sizes, and the ranges of their variables decide the comparison in each.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from braze.ir import dtypes
+from braze.ir import dtypes, symbols
 from braze.ir import simplify as S
 from braze.ir.expr import COMPARISONS, Op, const, rewrite, var, walk
 
@@ -49,32 +51,45 @@ def _flips(e, z) -> list:
     if set(terms) != {z}:
         return []
     slope = terms[z]
+    if symbols.is_symbolic(const):
+        return _symbolic_flip(e.op, slope, const, z)
     edge = math.floor(-const / slope)
     holds = _TRUTH[e.op]
     return [p for p in range(edge - 1, edge + 3)
             if 0 < p < z.size and holds(slope * p + const) != holds(slope * (p - 1) + const)]
 
 
+def _symbolic_flip(op, slope: int, const, z) -> list:
+    """Where ``slope*z + const op 0`` flips, ``const`` symbolic: ``z < b`` and ``z >= b``
+    at ``b``, ``z <= b`` and ``z > b`` at ``b + 1`` (guarded inside the loop)."""
+    if slope not in (1, -1) or op not in _MIRROR:
+        return []
+    bound, op = (-const, op) if slope == 1 else (const, _MIRROR[op])
+    point = bound if op in (Op.LT, Op.GE) else bound + 1
+    return [point] if 0 < point < z.size else []
+
+
+_MIRROR = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE}  # -z + c op 0 is z op' c
 _TRUTH = {Op.LT: lambda d: d < 0, Op.LE: lambda d: d <= 0, Op.GT: lambda d: d > 0,
           Op.GE: lambda d: d >= 0, Op.EQ: lambda d: d == 0, Op.NE: lambda d: d != 0}
 
 
-def piece_name(z, lo: int) -> str:
-    return f"{z.name}_{lo}"
+def piece_name(z, k: int) -> str:
+    return f"{z.name}_{k}"
 
 
-def piece_var(z, lo: int, hi: int):
-    """The loop variable of piece ``[lo, hi)``: ``z - lo``, over ``hi - lo`` values."""
-    return var(piece_name(z, lo), hi - lo)
+def piece_var(z, k: int, lo, hi):
+    """The loop variable of piece ``k``, ``[lo, hi)``: ``z - lo``, over ``hi - lo`` values."""
+    return var(piece_name(z, k), hi - lo)
 
 
-def over_piece(e, z, lo: int, hi: int, memo: dict):
+def over_piece(e, z, k: int, lo, hi, memo: dict):
     """``e`` with ``z`` replaced by ``lo`` + the piece's variable, conditions folded:
     comparisons that the piece decides, then ``and``/``or``/``not`` of them (``F.pad``:
     ``x2 >= 2 and x2 < 11``) and the ``where`` they select with."""
     if e is None:
         return None
-    shifted = S.add(piece_var(z, lo, hi), lo)
+    shifted = S.add(piece_var(z, k, lo, hi), lo)
     return rewrite(e, lambda node, args: shifted if node is z else _fold_logic(node, args), memo)
 
 

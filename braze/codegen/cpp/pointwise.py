@@ -43,8 +43,8 @@ def emit_pointwise(kernel: CppKernel) -> None:
     if cuts or draws or halves:
         if draws or halves:
             _pointwise_blocks(kernel, inner, draws, halves)
-        for lo, hi in cuts:
-            _pointwise_piece(kernel, inner, lo, hi)
+        for k, (lo, hi) in enumerate(cuts):
+            _pointwise_piece(kernel, inner, k, lo, hi)
         kernel.close_loops(len(loops) - 1, inner)
         return
     _innermost_loop(kernel, inner)
@@ -129,11 +129,11 @@ def _pointwise_blocks(kernel: CppKernel, indent: str, draws: BlockDraws | None, 
                foot=foot if halves and halves.stores else None)
 
 
-def _pointwise_piece(kernel: CppKernel, indent: str, lo: int, hi: int) -> None:
-    """The innermost loop over ``[lo, hi)`` (``pieces``), its expressions rewritten."""
+def _pointwise_piece(kernel: CppKernel, indent: str, k: int, lo, hi) -> None:
+    """The innermost loop over piece ``k``, ``[lo, hi)`` (``pieces``), its expressions rewritten."""
     em = kernel.emitter
     z = kernel.plan.outer[-1]
-    name, v = piece_name(z, lo), piece_var(z, lo, hi)
+    name, v = piece_name(z, k), piece_var(z, k, lo, hi)
     if v.op is Op.VAR:  # (a piece of one element is the constant 0)
         kernel.names[v] = name
     em.emit(indent, "#pragma omp simd")
@@ -141,6 +141,6 @@ def _pointwise_piece(kernel: CppKernel, indent: str, lo: int, hi: int) -> None:
     body = em.deeper(indent)
     printer, memo = kernel.printer(body), {}
     for m in kernel.plan.members:
-        kernel.compute(m, printer, body, exprs=(over_piece(m.value, z, lo, hi, memo),
-                                                over_piece(m.store, z, lo, hi, memo)))
+        kernel.compute(m, printer, body, exprs=(over_piece(m.value, z, k, lo, hi, memo),
+                                                over_piece(m.store, z, k, lo, hi, memo)))
     em.emit(indent, "}")

@@ -31,6 +31,7 @@ import torch
 from braze import config
 from braze.ir import symbols, traced
 from braze.runtime import variant_cache
+from braze.runtime.wrapper import strides_match
 
 
 @dataclasses.dataclass
@@ -366,9 +367,11 @@ def _shape_env_of(gm: torch.fx.GraphModule):
 
 
 def _strides(tensors: list) -> list:
-    """``(position, stride texts)`` of each tensor argument the variants check (in a
-    compile's context: a stride ``Max(1, s0)`` is decided there)."""
-    return [(position, [symbols.text_of(traced.concrete(s), "plain") for s in val.stride()])
+    """``(position, stride texts, loose)`` of each tensor argument the variants check (in a
+    compile's context: a stride ``Max(1, s0)`` is decided there); ``loose`` where a dimension
+    may have one element or none, whose strides then need not match."""
+    return [(position, [symbols.text_of(traced.concrete(s), "plain") for s in val.stride()],
+             any(symbols.possible(traced.concrete(n), "<=", 1) for n in val.shape))
             for position, val in tensors]
 
 
@@ -385,23 +388,18 @@ def _binder(bindings: dict):
     return eval(f"lambda args: [{body}]")
 
 
-def _same_strides(t: torch.Tensor, want: tuple) -> bool:
-    """Has ``t`` the strides ``want``, those of a dimension of one element (never stepped)
-    or of an empty tensor excepted?"""
-    got = t.stride()
-    return got == want or t.numel() == 0 or all(n == 1 or a == b for n, a, b in zip(t.shape, got, want))
-
-
 def _checker(names: list, guards: list, strides: list, ranges: dict):
     """``(args, values) -> bool``: the guards, the symbols' ranges and the tensor
     arguments' strides hold."""
     tests = list(guards)
     for name, (lo, hi) in ranges.items():
         tests.append(f"{name} >= {lo}" + (f" and {name} <= {hi}" if hi != symbols.INF else ""))
-    for position, texts in strides:
-        tests.append(f"same_strides(args[{position}], ({''.join(f'{t}, ' for t in texts)}))")
+    for position, texts, loose in strides:  # (a plain comparison where no dimension may be 0 or 1)
+        a, want = f"args[{position}]", f"({''.join(f'{t}, ' for t in texts)})"
+        tests.append(f"{a}.numel() == 0 or strides_match({a}.shape, {a}.stride(), {want})" if loose
+                     else f"{a}.stride() == {want}")
     unpack = f"{', '.join(names)}, = values\n    " if names else ""
     source = f"def check(args, values):\n    {unpack}return {' and '.join(f'({t})' for t in tests) or 'True'}\n"
-    namespace: dict = {"same_strides": _same_strides}
+    namespace: dict = {"strides_match": strides_match}
     exec(compile(source, "<braze size guards>", "exec"), namespace)
     return namespace["check"]

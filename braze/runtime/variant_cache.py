@@ -24,7 +24,7 @@ _SUFFIX = ".variants"
 @dataclasses.dataclass
 class StoredVariant:
     guards: list  # the guards' texts (Python, over the symbols' names)
-    strides: list  # (argument position, stride texts) of the tensor arguments it checks (``symbolic._bindings``)
+    strides: list  # (argument position, stride texts, loose) of the tensor arguments it checks (``symbolic._strides``)
     size_class: object  # ``runtime.symbolic.SizeClass``, for explain
     entry_key: str  # the variant's graph-cache entry
 

@@ -390,10 +390,10 @@ def _allocator(device: torch.device):
 def _same_strides(sizes, strides, layout) -> bool:
     """Do ``sizes``/``strides`` address exactly what ``layout`` does?"""
     return (tuple(sizes) == tuple(layout.sizes) and layout.offset == 0
-            and _strides_match(sizes, strides, layout.strides))
+            and strides_match(sizes, strides, layout.strides))
 
 
-def _strides_match(sizes, strides, wanted) -> bool:
+def strides_match(sizes, strides, wanted) -> bool:
     """Equal strides, those of size-1 dimensions aside (they address nothing)."""
     return all(s == 1 or a == b for s, a, b in zip(sizes, strides, wanted))
 
@@ -430,7 +430,7 @@ def _ensure_layout(t: torch.Tensor | None, strides) -> torch.Tensor | None:
     """``t`` with exactly ``strides`` (for dims of size > 1), copied if ATen chose others.
     None stays None: an output ATen leaves undefined (attention statistics that a CUDA
     kernel computes only when a backward will need them)."""
-    if t is None or t.stride() == strides or _strides_match(t.shape, t.stride(), strides):
+    if t is None or t.stride() == strides or strides_match(t.shape, t.stride(), strides):
         return t
     out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)

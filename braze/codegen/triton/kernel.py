@@ -265,40 +265,32 @@ class TritonKernel:
 
     # ------------------------------------------------------------------ reduction shapes
 
-    def _reduction_head(self, name: str, constexprs) -> Emitter:
+    def _reduction_head(self, name: str, extra: tuple = (), one_block: bool = False) -> Emitter:
         """Start a reduction kernel's function: sizes, the outer block, the reduce block's
-        base; gives its emitter."""
+        base; gives its emitter. ``extra``: constexprs after the blocks. ``one_block``: its
+        rows fit one block; a symbolic row length is then the constexpr ``RBLOCK`` where the
+        launcher saw that a call's is the block's (``ROWFULL``): Triton folds every mask
+        along the row, as in a static kernel of that length (LayerNorm+GELU over rows of
+        4096 on the H200: 98 µs masked, 90 µs static). Triton compiles each value of
+        ``ROWFULL`` once; no class is split."""
         plan = self.plan
         column = self.shape.orientation == "column"
-        em = self._begin(name, constexprs)
+        rnumel = plan.reduce_numel()
+        decided = one_block and symbols.is_symbolic(rnumel) and not unbacked.unbacked_in(rnumel)  # (at each call)
+        em = self._begin(name, ["XBLOCK", "RBLOCK", *extra] + (["ROWFULL"] if decided else []))
         em.emit("    ", numel_line("xnumel", plan.outer_numel(), self.interpreted))
-        em.emit("    ", numel_line("rnumel", plan.reduce_numel(), self.interpreted))
+        if decided:
+            block = self.shape.blocks["RBLOCK"]
+            self.run_time["ROWFULL"] = (symbols.hint(rnumel) == block,
+                                        f"({symbols.text_of(rnumel, 'python')} == {block})")
+            em.emit_lines("    ", ["if ROWFULL:", "    rnumel: tl.constexpr = RBLOCK", "else:"])
+        em.emit("        " if decided else "    ", numel_line("rnumel", rnumel, self.interpreted))
         layout_x, layout_r = ("[None, :]", "[:, None]") if column else ("[:, None]", "[None, :]")
         self.block_axes = ("r", "x") if column else ("x", "r")
         self.reduce_axis = 0 if column else 1
         self._flat_index("x", "XBLOCK", f"{self._pid()} * XBLOCK", layout_x)
         em.emit("    ", f"rbase = tl.arange(0, RBLOCK){layout_r}")
         self._define_vars(plan.outer, "x")
-        return em
-
-    def _one_block_head(self, name: str) -> Emitter:
-        """``_reduction_head`` of a kernel whose rows fit one block. A symbolic row length
-        is a constexpr where the launcher saw that a call's is the block's (``ROWFULL``):
-        Triton then folds every mask along the row, as in a static kernel of that length
-        (LayerNorm+GELU over rows of 4096 on the H200: 98 µs masked, 90 µs static). Triton
-        compiles each value of ``ROWFULL`` once; no class is split."""
-        rnumel = self.plan.reduce_numel()
-        decided = symbols.is_symbolic(rnumel) and not unbacked.unbacked_in(rnumel)  # (at each call)
-        em = self._reduction_head(name, ["XBLOCK", "RBLOCK"] + (["ROWFULL"] if decided else []))
-        if not decided:
-            return em
-        lines = self.emitter.lines
-        k = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rnumel"))
-        lines[k:k + 1] = ["    if ROWFULL:", "        rnumel: tl.constexpr = RBLOCK", "    else:",
-                          "    " + lines[k]]
-        block = self.shape.blocks["RBLOCK"]
-        self.run_time["ROWFULL"] = (symbols.hint(rnumel) == block,
-                                    f"({symbols.text_of(rnumel, 'python')} == {block})")
         return em
 
     def _r_index(self, offset: str, indent: str) -> None:
@@ -312,11 +304,11 @@ class TritonKernel:
         """Whole rows in registers: each level once, loads shared between levels. A row
         whose length is a power of two is exactly ``RBLOCK`` long (``shapes._row``; tuning
         changes only ``XBLOCK``): it needs no ``rmask``. A symbolic length is ``RBLOCK``
-        or not at each call: the launcher passes ``ROWFULL`` (``_full_rows``)."""
+        or not at each call: the launcher passes ``ROWFULL`` (``_reduction_head``)."""
         rnumel = self.plan.reduce_numel()
         exact = not symbols.is_symbolic(rnumel) and rnumel == self.shape.blocks["RBLOCK"]
         self.unmasked = {"r"} if exact else set()
-        self._one_block_head(name)
+        self._reduction_head(name, one_block=True)
         self._r_index("", "    ")
         printer = self._printer("    ")
         for level in self.plan.levels:
@@ -329,7 +321,7 @@ class TritonKernel:
         self._end()
 
     def emit_row_loop(self, name: str) -> None:
-        self._reduction_head(name, ["XBLOCK", "RBLOCK"])
+        self._reduction_head(name)
         self._levels_looped("range(0, rnumel, RBLOCK)")
         self._end()
 
@@ -347,8 +339,7 @@ class TritonKernel:
         if dtype is torch.float32 and self.plan.reduce_numel() > LANE_CHAIN_MAX:
             dtype = torch.float64
         neutral = "1" if prod else "0"
-        head = self._reduction_head(name, ["XBLOCK", "RBLOCK"]) if chunks else self._one_block_head(name)
-        em = head  # (a column scan: [RBLOCK, XBLOCK])
+        em = self._reduction_head(name, one_block=not chunks)  # (a column scan: [RBLOCK, XBLOCK])
         axis, block = self.reduce_axis, self._block_shape({"x", "r"})
         ind = "        " if chunks else "    "  # (one chunk: no loop, which a run-time length would keep)
         if chunks:
@@ -429,7 +420,7 @@ class TritonKernel:
     def emit_split(self, name: str) -> None:
         chunk = self.shape.blocks["RCHUNK"]
         symbolic = symbols.is_symbolic(chunk)  # (then computed from the sizes: ``shapes._splits``)
-        em = self._reduction_head(name, ["XBLOCK", "RBLOCK"] + ([] if symbolic else ["RCHUNK"]))
+        em = self._reduction_head(name, () if symbolic else ("RCHUNK",))
         if symbolic:
             em.emit("    ", numel_line("rchunk", chunk, self.interpreted))
         step = "rchunk" if symbolic else "RCHUNK"

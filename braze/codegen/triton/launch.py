@@ -98,8 +98,8 @@ def _divisible_sizes(spec: LauncherSpec) -> list:
 def _jit_call(launch: Launch, indent: str = "", checked=True) -> str:
     """Triton's own launch. ``checked`` False (or the text of a test at the call): the
     launcher's alignment check failed, so the kernel may not assume its sizes are multiples
-    of 16 (``ALIGNED=False``). A constexpr
-    decided at each call (``Launch.run_time``) gets its value from the call's sizes."""
+    of 16 (``ALIGNED=False``). A constexpr decided at each call (``Launch.run_time``) gets
+    its value from the call's sizes."""
     def value(k, v):
         return checked if k == "ALIGNED" else launch.run_time.get(k, v)
     consts = "".join(f", {k}={value(k, v)}" for k, v in launch.constexprs.items())

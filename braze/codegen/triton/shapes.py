@@ -256,9 +256,14 @@ def _row_major(position, outer: list) -> bool:
 
 
 def _rows(plan, split: int, device: DeviceInfo) -> Shape:
-    """2-D blocks of row segments (a ``tiled`` kernel): only the program id is divided (by
-    the blocks per row), once per program."""
-    return _blocks_2d(plan, split, device, rows=True)
+    """2-D blocks of row segments (a ``tiled`` kernel): ``XBLOCK`` along the row up to the
+    pointwise block, ``YBLOCK`` rows for the rest of it. Only the program id is divided
+    (by the blocks per row), once per program."""
+    extents = _extents_2d(plan, split)
+    ys, xs = (symbols.hint(n) for n in extents)
+    xblock = next_pow2(xs, device.pointwise_block)
+    yblock = max(1, min(next_pow2(ys), device.pointwise_block // xblock))
+    return _filling_2d(extents, split, device, yblock, xblock, least=128, per_warp=256, rows_first=True)
 
 
 def _accesses(plan) -> list:
@@ -268,30 +273,31 @@ def _accesses(plan) -> list:
 
 
 def _tiled(plan, split: int, device: DeviceInfo) -> Shape:
-    return _blocks_2d(plan, split, device, rows=False)
+    """Tiles up to ``device.tile`` a side (a transpose)."""
+    extents = _extents_2d(plan, split)
+    ys, xs = (symbols.hint(n) for n in extents)
+    return _filling_2d(extents, split, device, next_pow2(ys, device.tile), next_pow2(xs, device.tile),
+                       least=256, per_warp=512, rows_first=False)
 
 
-def _blocks_2d(plan, split: int, device: DeviceInfo, rows: bool) -> Shape:
-    """2-D blocks over the loops before ``split`` (Y) and from it (X): tiles up to
-    ``device.tile`` a side for a transpose; for ``rows``, ``XBLOCK`` along the row up to the
-    pointwise block and ``YBLOCK`` rows for the rest of it. Halved (the larger side; rows
-    first for ``rows``) while the blocks give fewer programs than the device's fill."""
-    ynumel = math.prod(v.size for v in plan.outer[:split])
-    xnumel = math.prod(v.size for v in plan.outer[split:])
-    ys, xs = symbols.hint(ynumel), symbols.hint(xnumel)
-    if rows:
-        xblock = next_pow2(xs, device.pointwise_block)
-        yblock = max(1, min(next_pow2(ys), device.pointwise_block // xblock))
-    else:
-        yblock, xblock = next_pow2(ys, device.tile), next_pow2(xs, device.tile)
-    while yblock * xblock > (128 if rows else 256) and cdiv(ys, yblock) * cdiv(xs, xblock) < device.min_programs:
-        if (yblock > 1) if rows else (yblock >= xblock):
+def _extents_2d(plan, split: int) -> tuple:
+    """The extents of the loops before ``split`` (Y) and from it (X)."""
+    return math.prod(v.size for v in plan.outer[:split]), math.prod(v.size for v in plan.outer[split:])
+
+
+def _filling_2d(extents: tuple, split: int, device: DeviceInfo, yblock: int, xblock: int, least: int,
+                per_warp: int, rows_first: bool) -> Shape:
+    """``tiled`` blocks of ``yblock`` by ``xblock``, halved (the rows first, else the larger
+    side) while above ``least`` elements and giving fewer programs than the device's fill."""
+    (ynumel, xnumel), (ys, xs) = extents, (symbols.hint(n) for n in extents)
+    while yblock * xblock > least and cdiv(ys, yblock) * cdiv(xs, xblock) < device.min_programs:
+        if (yblock > 1) if rows_first else (yblock >= xblock):
             yblock //= 2
         else:
             xblock //= 2
     grid = (cdiv(ynumel, yblock) * cdiv(xnumel, xblock), 1, 1)
-    return Shape("tiled", {"YBLOCK": yblock, "XBLOCK": xblock}, _warps(yblock * xblock, 256 if rows else 512, 4),
-                 grid, tile_split=split)
+    return Shape("tiled", {"YBLOCK": yblock, "XBLOCK": xblock}, _warps(yblock * xblock, per_warp, 4), grid,
+                 tile_split=split)
 
 
 def _scan(plan, device: DeviceInfo) -> Shape:

@@ -43,7 +43,7 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 
 from braze.codegen.cpp.accumulate import Accumulator, accumulator_for, result_of
-from braze.codegen.cpp.calls import block_calls
+from braze.codegen.cpp.calls import block_calls, width_attribute
 from braze.codegen.cpp.colsums import ColumnSums
 from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.draws import BlockDraws
@@ -167,13 +167,15 @@ class CppKernel:
 
     def _threads_clause(self) -> str:
         """The ``if`` clause of a parallel pragma: none where the work is enough for the
-        threads, ``if(0)`` where it is not, and the test itself where the work is a
-        symbolic size (decided at each call, not a size class)."""
+        threads, ``if(parallel: 0)`` where it is not, and the test itself where the work is a
+        symbolic size (decided at each call, not a size class). The modifier matters: in
+        ``parallel for simd`` a plain ``if`` applies to ``simd`` as well (OpenMP 5), and
+        ``if(0)`` there left every loop of a small kernel scalar, its vector math too."""
         work = self.plan.outer_numel() * max(self.plan.reduce_numel(), 1)
         enough = symbols.known(work, ">=", PARALLEL_MIN_WORK)
         if enough is None:
-            return f" if({symbols.text_of(work, 'c')} >= {PARALLEL_MIN_WORK})"
-        return "" if enough else " if(0)"
+            return f" if(parallel: {symbols.text_of(work, 'c')} >= {PARALLEL_MIN_WORK})"
+        return "" if enough else " if(parallel: 0)"
 
     def parallel(self, collapse: int, simd: bool = False) -> str:
         """The pragma of the kernel's parallel loop over ``collapse`` loops (in a foreach
@@ -531,7 +533,7 @@ def signature(plan: KernelPlan) -> str:
         else:
             params.append(f"{t}* {'' if b in plan.reads else '__restrict '}{b}")
     params += [f"int64_t {name}" for name in symbols.parameters()]
-    return f'extern "C" void {plan.name}({", ".join(params)}) {{'
+    return f'extern "C" {width_attribute(plan)}void {plan.name}({", ".join(params)}) {{'
 
 
 def team_size() -> str:

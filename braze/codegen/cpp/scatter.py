@@ -90,7 +90,7 @@ def _threads_clause(plan) -> str:
     work = plan.outer_numel()
     if symbols.known(work, ">=", SCATTER_PARALLEL_MIN_WORK):
         return ""
-    return f" if({symbols.text_of(work, 'c')} >= {SCATTER_PARALLEL_MIN_WORK})"
+    return f" if(parallel: {symbols.text_of(work, 'c')} >= {SCATTER_PARALLEL_MIN_WORK})"
 
 
 def _stored_value(m) -> Expr:

@@ -1,11 +1,13 @@
-"""What braze knows of the host CPU: the sizes of its caches.
+"""What braze knows of the host CPU: the sizes of its caches and the width of its vectors.
 
-Takes: ``/sys/devices/system/cpu/cpu0/cache`` (Linux). Gives: ``cache_bytes(level, kind)``,
-the size of one cache of cpu0 (``kind``: "Data", "Instruction" or "Unified"), and
-``last_level_cache_bytes()``; each with a stated default where sysfs cannot be read.
+Takes: ``/sys/devices/system/cpu/cpu0/cache`` and ``/proc/cpuinfo`` (Linux). Gives:
+``cache_bytes(level, kind)``, the size of one cache of cpu0 (``kind``: "Data", "Instruction"
+or "Unified"), ``last_level_cache_bytes()``, and ``vector_bits()``, the widest x86 vector
+registers the CPU has; each with a stated default where the files cannot be read.
 The C++ backend sizes by them what its kernels keep in a cache: the scratch of a tiled
 transpose (L1 data, ``codegen/cpp/tiles.py``) and the output size above which stores go
-around the caches (``config``'s ``cpp_stream_min_bytes``).
+around the caches (``config``'s ``cpp_stream_min_bytes``), and the vectors its compiler
+uses (``cpp_vector_bits``).
 """
 from __future__ import annotations
 
@@ -42,3 +44,15 @@ def cache_bytes(level: int, kind: str, default: int) -> int:
 def last_level_cache_bytes() -> int:
     """The largest CPU cache (32 MiB when sysfs cannot be read)."""
     return max((size for _, _, size in _caches()), default=32 << 20)
+
+
+@functools.cache
+def vector_bits() -> int:
+    """512 on an x86 CPU with AVX-512F, 256 with AVX2, 128 with SSE2; 0 elsewhere (or when
+    ``/proc/cpuinfo`` cannot be read)."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in _read("/proc/cpuinfo").splitlines()
+                      if line.startswith("flags")), [])
+    except OSError:
+        return 0
+    return next((bits for flag, bits in (("avx512f", 512), ("avx2", 256), ("sse2", 128)) if flag in flags), 0)

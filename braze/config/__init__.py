@@ -21,7 +21,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from braze.cpu_info import last_level_cache_bytes
+from braze.cpu_info import last_level_cache_bytes, vector_bits
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,11 @@ KNOBS = (
               "exception traps, results unchanged) lets GCC vectorize floor/ceil/trunc/round and a "
               "division under a select; the -fno-builtin flags stop GCC from merging sin and cos into a "
               "scalar sincos call that does not vectorize)"),
+    Knob("cpp_math_vector_bits", "BRAZE_CPP_MATH_VECTOR_BITS", vector_bits(), int,
+         "vector width of cpp kernels that call glibc's vector math (sin, exp, erf, ...): default the "
+         "CPU's widest registers, so that an AVX-512 CPU calls libmvec's 16-lane variants even where the "
+         "compiler's tuning prefers 256-bit vectors (recent Intel Xeons); 0: that tuning, as every other "
+         "kernel has"),
     Knob("num_threads", "BRAZE_NUM_THREADS", None, _optional_int,
          "OpenMP threads for cpp kernels (default: torch.get_num_threads() of the calling thread, "
          "read at each call)"),

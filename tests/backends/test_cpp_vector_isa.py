@@ -7,6 +7,10 @@ that kind of machine, and the graph then runs eagerly. Here the prelude and kern
 call its vector helpers are built for x86-64-v2 (SSE4.2), v3 (AVX2) and v4 (AVX-512) and
 linked with ``-z defs``, so a missing symbol fails on any x86 machine; the kernels also run
 (and match eager) on this machine's own ISA.
+
+A kernel that calls vector math asks for the CPU's widest vectors (knob
+``cpp_math_vector_bits``, function attribute ``prefer-vector-width``): under a tuning that
+prefers 256-bit vectors, an AVX-512 build then calls libmvec's 16-lane variants.
 """
 import platform
 import shlex
@@ -30,7 +34,12 @@ def _math(x):
     return torch.sin(x) * torch.exp(x) + torch.atan2(x, x + 1) + torch.erf(x).sum(-1, keepdim=True)
 
 
-PROGRAMS = {"fmod in reductions": (_floor_div_sum, 2), "vector math": (_math, 1)}
+def _fmod_beside_math(a, b):
+    return torch.fmod(torch.sin(a) * 10, b), torch.fmod(torch.exp(a * 0.1), b).sum(1)
+
+
+PROGRAMS = {"fmod in reductions": (_floor_div_sum, 2), "vector math": (_math, 1),
+            "fmod beside vector math": (_fmod_beside_math, 2)}
 
 
 def _source(fn, arity: int) -> str:
@@ -61,3 +70,46 @@ def test_the_strict_build_on_this_machine_matches_eager(name):
     actual = braze.compile(fn)(*args)
     for a, e in zip(actual, expected):
         torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-4)
+
+
+def _sin_cos(x):
+    return torch.sin(x) ** 2 + torch.cos(x) ** 2
+
+
+@config.patch(cpp_math_vector_bits=512)
+def test_only_kernels_that_call_vector_math_ask_for_wide_vectors():
+    x = torch.randn(64, 40)
+    math = braze.explain(_sin_cos, x).graphs[0].source
+    plain = braze.explain(lambda x: (x + 1).relu(), x).graphs[0].source
+    assert 'extern "C" __attribute__((target("prefer-vector-width=512"))) void kernel0(' in math
+    assert "prefer-vector-width" not in plain
+
+
+def _has_avx512f() -> bool:
+    with open("/proc/cpuinfo") as f:
+        return " avx512f " in f.read()
+
+
+@pytest.mark.skipif(not _has_avx512f(), reason="AVX-512 variants of libmvec need AVX-512F")
+@config.patch(cpp_math_vector_bits=512)
+def test_a_256_bit_tuning_still_calls_the_16_lane_variants(tmp_path):
+    src = tmp_path / "unit.cpp"
+    src.write_text(braze.explain(_sin_cos, torch.randn(64, 40)).graphs[0].source)
+    own = [f for f in flags() if not f.startswith("-mtune")]
+    asm = tmp_path / "unit.s"
+    cmd = [config.cxx, *own, "-mtune=sapphirerapids", "-S", "-o", str(asm), str(src)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "call\t_ZGVeN16v_sinf" in asm.read_text()
+
+
+def test_a_kernel_too_small_for_threads_still_vectorizes_its_math(tmp_path):
+    """Its ``parallel for simd`` is off by ``if(parallel: 0)``: a plain ``if(0)`` turns off
+    the ``simd`` too, and every call was scalar ``sinf``."""
+    source = braze.explain(_sin_cos, torch.randn(64, 40)).graphs[0].source
+    assert "if(parallel: 0)" in source
+    src, asm = tmp_path / "unit.cpp", tmp_path / "unit.s"
+    src.write_text(source)
+    done = subprocess.run([config.cxx, *flags(), "-S", "-o", str(asm), str(src)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "call\t_ZGV" in asm.read_text()  # scalar sinf is left for a loop's tail only

@@ -1,7 +1,9 @@
-"""Vector math calls of a row kernel's lane block, in loops of their own.
+"""Vector math calls: their vector width, and a row kernel's calls in loops of their own.
 
-Takes: a ``CppKernel`` (shape ``row`` or ``split``), the expressions one reduce loop
-computes and its lane variable. Gives: ``BlockCalls``: emits, at the head of each
+Takes: a kernel plan; a ``CppKernel`` (shape ``row`` or ``split``), the expressions one
+reduce loop computes and its lane variable. Gives: ``width_attribute``, the function
+attribute that makes GCC call libmvec's widest variants in a kernel that calls any
+(knob ``cpp_math_vector_bits``); ``BlockCalls``: emits, at the head of each
 block of lanes, one ``omp simd`` loop that computes the arguments of the block's
 glibc vector-math calls (``expf``, ``erff``, ...) into scratch arrays and one that
 calls them; the block's main loop then reads the results (``memo``).
@@ -12,6 +14,12 @@ derivative inside a LayerNorm backward: the gradient, the normalized input, the
 partial sums), GCC spills and reloads them around every call. In a loop of their
 own, the calls see only their argument and result (timings: docs/benchmarks.md,
 "CPU kernels").
+
+Why the width: on an AVX-512 CPU whose tuning prefers 256-bit vectors (GCC's for recent
+Intel Xeons) GCC calls libmvec's 8-lane AVX2 variants, and 4-lane SSE ones in a loop's
+tail; the AVX-512 variants take 16 lanes a call. Kernels without such calls keep the
+tuning: 512-bit vectors made bf16 LayerNorm kernels 6-16 % slower there ("CPU servers and
+vector ISAs" in docs/benchmarks.md).
 
 Only where the main loop needs part of an argument as well (GELU's input, whose
 square goes to ``expf``): that part is kept from the arguments loop in a scratch
@@ -43,6 +51,23 @@ if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
 
 LIBRARY_CALLS = frozenset(op for op, name in FLOAT_FUNCS.items() if name in VECTOR_MATH)
+
+
+def width_attribute(plan) -> str:
+    """``__attribute__((target("prefer-vector-width=N")))`` and a space where ``plan``
+    (or a part of a foreach plan) calls a vector-math function; else ""."""
+    bits = config.cpp_math_vector_bits
+    plans = plan.parts if plan.is_foreach else [plan]
+    if bits and any(_calls_math(n) for p in plans for e in p.expressions() for n in walk(e)):
+        return f'__attribute__((target("prefer-vector-width={bits}"))) '
+    return ""
+
+
+def _calls_math(e: Expr) -> bool:
+    """A library call, or a prelude helper that makes one (``b_sigmoid``: expf; a normal
+    draw: logf and cosf)."""
+    return (e.op in LIBRARY_CALLS or e.op is Op.SIGMOID or (e.op is Op.RANDOM and e.arg == "randn")) \
+        and e.dtype in (torch.float32, torch.float64)
 
 
 def _is_call(e: Expr, lane_var) -> bool:

@@ -7,6 +7,8 @@ Takes: callables that run one step of a workload. Gives:
   consecutive calls are not already in the CPU caches);
 - ``time_gpu``: ``triton.testing.do_bench`` median (CUDA events; do_bench clears
   the L2 cache before each call);
+- ``warm_up``: a second of back-to-back small kernels before a table of microsecond
+  rows, so that its first rows are not timed on a GPU (and host) still at idle clocks;
 - ``copy_bandwidth``: device-to-device copy GB/s (bytes read + written), the
   yardstick for a memory-bound kernel;
 - ``compare``: the largest difference from eager relative to eager's largest
@@ -64,6 +66,17 @@ def time_gpu(call: Callable, args) -> float:
     """Median ms of ``call(args)`` through ``triton.testing.do_bench``."""
     from triton.testing import do_bench
     return do_bench(lambda: call(args), warmup=25, rep=200, return_mode="median")
+
+
+def warm_up(device: str, seconds: float = 1.0) -> None:
+    """Keep the device busy with small kernels for ``seconds`` (nothing on the CPU)."""
+    if torch.device(device).type != "cuda":
+        return
+    x, end = torch.ones(1 << 20, device=device), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(100):
+            x.mul_(1.0)
+        torch.cuda.synchronize()
 
 
 def copy_bandwidth(device: str, nbytes: int = 1 << 30) -> float:

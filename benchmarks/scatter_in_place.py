@@ -24,7 +24,7 @@ import statistics
 import torch
 
 import braze
-from benchmarks.measure import sync, time_cpu, time_gpu
+from benchmarks.measure import sync, time_cpu, time_gpu, warm_up
 
 
 def _index_add(x, idx, src):
@@ -89,6 +89,7 @@ def main(argv=None) -> None:
     if ns.threads:
         torch.set_num_threads(ns.threads)
     print(f"{n}×64 float32 on {device}, {torch.get_num_threads()} threads\n")
+    warm_up(device)  # the first rows of a table timed at idle clocks measured 2-5x slower
     print("| op | k rows | eager ms | Inductor ms | braze ms | braze kernels |")
     print("|---|---|---|---|---|---|")
     for op, k in ((op, int(v)) for op in ns.ops.split(",") for v in ns.ks.split(",")):

@@ -8,6 +8,8 @@
 - ``benchmarks.schedule_scale``: braze's lower/inline/schedule on a ~5,000-node graph.
 - ``benchmarks.models``: whole models (GPT-2, LLaMA, BERT, ResNet-50, ViT) on a GPU.
 - ``benchmarks.checks``: what the run-time index checks cost.
+- ``benchmarks.knob_ab``: one knob's values on every workload, interleaved in one process.
+- ``benchmarks.small_kernels``: CPU pointwise math on tensors too small for threads.
 
 Focused GPU benchmarks behind single design choices (each prints a table; results
 in docs/benchmarks.md under the topic named in its docstring):

@@ -66,8 +66,9 @@ class Atom:
 
     def definition(self, lang: str) -> str:
         a, d = (text_of(x, lang) for x in self.args)
-        if lang != "c" and self._signs_known():
-            return f"({a} {'//' if self.kind == 'div' else '%'} {d})"
+        if self._signs_known():  # floor and truncation agree: each language's own operator
+            op = "%" if self.kind == "mod" else ("/" if lang == "c" else "//")
+            return f"({a} {op} {d})"
         if lang != "c":  # the same in Python (floor) and in Triton kernels (truncating)
             mod = f"((({a} % {d}) + {d}) % {d})"
             return f"(({a} - {mod}) // {d})" if self.kind == "div" else mod

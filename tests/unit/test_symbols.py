@@ -81,7 +81,9 @@ def test_text_in_each_language_and_from_the_shape_env():
     s0 = symbol("s0")
     size = (s0 * 3 + 1) // 2
     assert f"{size:python}" == "((3*s0 + 1) // 2)"
-    assert f"{size:c}" == "i_floordiv<int64_t>((3*s0 + 1), 2)"
+    assert f"{size:c}" == "((3*s0 + 1) / 2)"  # C's truncation is the floor of a size
+    assert f"{(s0 - 5) // 2:c}" == "i_floordiv<int64_t>((s0 - 5), 2)"  # may be negative
+    assert f"{(s0 - 5) % 2:c}" == "i_mod<int64_t>((s0 - 5), 2)" and f"{s0 % 16:c}" == "(s0 % 16)"
     with symbols.language("python"):
         assert repr((s0, 4 * s0)) == "(s0, (4*s0))"
     x, y = sympy.symbols("s0 s1", integer=True, positive=True)

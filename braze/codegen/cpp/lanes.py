@@ -50,9 +50,13 @@ def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[
     ``spread_tail``: the tail's elements fold into lanes 0, 1, ... (``_emit_tail``)."""
     em = kernel.emitter
     main = var.size - var.size % lanes
+    text = str(main)
+    if not isinstance(main, int):  # computed once, not in each loop's bounds
+        text = kernel.array_name(f"{var.name}_main")
+        em.emit(indent, f"const int64_t {text} = {main};")
     if symbols.possible(main, ">", 0):  # (for a symbolic size: both loops, either may run none)
         narrow = {id(a): a.narrow() for a in partials}
-        inner, start, stop = _open_chunks(kernel, indent, main, lanes, narrow)
+        inner, start, stop = _open_chunks(kernel, indent, main, text, lanes, narrow)
         if pragma:
             em.emit(inner, pragma)
         em.emit(inner, f"for (int64_t rb = {start}; rb < {stop}; rb += {lanes}) {{")
@@ -69,7 +73,7 @@ def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[
         em.emit(inner, "}")
         _close_chunks(kernel, indent, inner, partials, narrow, lanes)
     if symbols.possible(main, "<", var.size):
-        _emit_tail(kernel, indent, var, main, body, tail_guard, spread_tail)
+        _emit_tail(kernel, indent, var, text, body, tail_guard, spread_tail)
 
 
 def merge_lanes(kernel: CppKernel, accs: list[Accumulator], lanes: int, indent: str) -> None:
@@ -90,8 +94,8 @@ def merge_lanes(kernel: CppKernel, accs: list[Accumulator], lanes: int, indent: 
         width //= 2
 
 
-def _emit_tail(kernel: CppKernel, indent: str, var, main, body, tail_guard: str, spread: bool) -> None:
-    """The elements after the last whole block. ``spread``: element ``main + l`` folds into
+def _emit_tail(kernel: CppKernel, indent: str, var, main: str, body, tail_guard: str, spread: bool) -> None:
+    """The elements after the last whole block, from ``main`` (its text). ``spread``: element ``main + l`` folds into
     lane ``l`` (fewer than ``lanes`` of them), so the tail has no chain through one lane and
     vectorizes (a row of 31 elements is half tail)."""
     em = kernel.emitter
@@ -109,17 +113,18 @@ def _emit_tail(kernel: CppKernel, indent: str, var, main, body, tail_guard: str,
         em.emit(indent, "}")
 
 
-def _open_chunks(kernel: CppKernel, indent: str, main: int, lanes: int, narrow: dict) -> tuple:
+def _open_chunks(kernel: CppKernel, indent: str, main, text: str, lanes: int, narrow: dict) -> tuple:
     """Open the loop over chunks of ``CHUNK`` blocks (if there are more blocks) and declare
-    the float partials. Gives the indent inside and the bounds of a chunk's blocks."""
+    the float partials. ``main``: the elements in whole blocks, ``text`` its C. Gives the
+    indent inside and the bounds of a chunk's blocks."""
     if not narrow:
-        return indent, "0", str(main)
+        return indent, "0", text
     span = CHUNK * lanes
-    inner, start, stop = indent, "0", str(main)
+    inner, start, stop = indent, "0", text
     if symbols.possible(main, ">", span):
-        kernel.emitter.emit(indent, f"for (int64_t cb = 0; cb < {main}; cb += {span}) {{")
+        kernel.emitter.emit(indent, f"for (int64_t cb = 0; cb < {text}; cb += {span}) {{")
         inner, start = kernel.emitter.deeper(indent), "cb"
-        stop = f"cb + {span}" if symbols.known(main % span, "==", 0) else f"(cb + {span} < {main} ? cb + {span} : {main})"
+        stop = f"cb + {span}" if symbols.known(main % span, "==", 0) else f"(cb + {span} < {text} ? cb + {span} : {text})"
     kernel.declare(list(narrow.values()), lanes, inner)
     return inner, start, stop
 

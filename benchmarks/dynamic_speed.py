@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from benchmarks.measure import compare, input_set_count, summarize, sync, time_cpu, time_gpu
+from benchmarks.measure import compare, input_set_count, summarize, sync, time_cpu, time_gpu, warm_up
 from benchmarks.workloads import WORKLOADS, tensor_bytes
 
 
@@ -69,6 +69,7 @@ def main(argv=None) -> None:
     parser.add_argument("--budget", type=float, default=1.0)
     ns = parser.parse_args(argv)
     torch._dynamo.config.cache_size_limit = 256
+    warm_up(ns.device)
     rows = []
     for w in WORKLOADS:
         if ns.only and not any(s.strip().lower() in w.name.lower() for s in ns.only.split(",")):

@@ -75,9 +75,10 @@ class Atom:
         return f"i_{'floordiv' if self.kind == 'div' else 'mod'}<int64_t>({a}, {d})"
 
     def _signs_known(self) -> bool:
-        """Is the dividend >= 0 and the divisor > 0 (sizes are), so that ``//`` and ``%``
-        floor and truncate alike?"""
-        return bounds_of(self.args[0], {})[0] >= 0 and bounds_of(self.args[1], {})[0] > 0
+        """Is the dividend >= 0 and the divisor > 0 (sizes are; a value read by ``item()``
+        has its own range), so that ``//`` and ``%`` floor and truncate alike?"""
+        ranges = _ranges()
+        return bounds_of(self.args[0], ranges)[0] >= 0 and bounds_of(self.args[1], ranges)[0] > 0
 
     def value(self, env: dict) -> int:
         if not self.args:

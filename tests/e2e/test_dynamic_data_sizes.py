@@ -121,6 +121,20 @@ def test_item_as_a_size_and_work_that_reads_nothing_of_it(backend):
     assert "item()" in next(iter(compiled.graphs[0].sizes.unbacked.values()))
 
 
+def test_a_negative_value_read_by_item_divides_as_python(backend):
+    """Sizes print C's (and Triton's) truncating ``/`` and ``%``, which floor only where the
+    dividend is >= 0: an ``item()`` value is not a size, and its range says it may be negative."""
+    def f(x, t):
+        n = t.item()
+        return x + n // 3 + n % 3, torch.arange(5) * (n // 4)
+    g = torch.compile(f, backend="braze")
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        for v in (-7, 8, -1, -12):
+            x, t = torch.randn(5), torch.tensor(v)
+            for got, want in zip(g(x, t), f(x, t)):
+                torch.testing.assert_close(got, want)
+
+
 def test_repeat_interleave_by_a_tensor_and_a_mean_by_its_count(backend):
     def f(x):
         r = (x > 0).long() + (x > 1).long()

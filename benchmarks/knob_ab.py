@@ -19,7 +19,7 @@ import argparse
 
 import torch
 
-from benchmarks.measure import clone_tree, compare, input_set_count, summarize, sync, time_cpu, time_gpu, warm_up
+from benchmarks.measure import compare, input_set_count, run_on_clone, summarize, sync, time_cpu, time_gpu, warm_up
 from benchmarks.workloads import WORKLOADS, tensor_bytes
 
 
@@ -52,9 +52,9 @@ def _row(w, knob: str, values: list, device: str, budget: float) -> str:
     fns = {"inductor": torch.compile(case.fn)}
     fns.update({v: torch.compile(case.fn, backend="braze", options={knob: v}) for v in values})
     first = case.make_inputs(0)
-    expected = _on_clone(case, case.fn, first)
+    expected = run_on_clone(case, case.fn, first)
     for name, fn in fns.items():
-        actual = _on_clone(case, fn, first)
+        actual = run_on_clone(case, fn, first)
         ok, _, why = compare(actual, case.reference(first, actual) if case.reference else expected)
         if not ok:
             return f"| {w.name} | wrong result of {name}: {why} |"
@@ -67,12 +67,6 @@ def _row(w, knob: str, values: list, device: str, budget: float) -> str:
     sync(device)
     ratios = " | ".join(f"{ms[v] / ms[values[0]]:.2f}" for v in values[1:])
     return f"| {w.name} | {ms['inductor']:.3f} | " + " | ".join(f"{ms[v]:.3f}" for v in values) + f" | {ratios} |"
-
-
-def _on_clone(case, fn, args):
-    args = clone_tree(args)
-    out = case.run(fn, args)
-    return clone_tree((out, args) if case.mutates else out)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Takes: callables that run one step of a workload. Gives:
   rows, so that its first rows are not timed on a GPU (and host) still at idle clocks;
 - ``copy_bandwidth``: device-to-device copy GB/s (bytes read + written), the
   yardstick for a memory-bound kernel;
+- ``run_on_clone``: one call of a workload on copies of its inputs, for checking;
 - ``compare``: the largest difference from eager relative to eager's largest
   value, and whether it is within the tolerance of the dtype.
 """
@@ -97,6 +98,14 @@ def summarize(times: list) -> dict:
 
 def clone_tree(tree):
     return pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, tree)
+
+
+def run_on_clone(case, fn, args):
+    """``case.run(fn, args)`` on a copy of ``args``: its result (and the arguments after
+    the call, where the case mutates them), copied."""
+    args = clone_tree(args)
+    out = case.run(fn, args)
+    return clone_tree((out, args) if case.mutates else out)
 
 
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 4e-3}

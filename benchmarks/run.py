@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from benchmarks.measure import (compare, clone_tree, copy_bandwidth, input_set_count, summarize, sync,
+from benchmarks.measure import (compare, copy_bandwidth, input_set_count, run_on_clone, summarize, sync,
                                 time_cpu, time_gpu)
 from benchmarks.workloads import WORKLOADS, tensor_bytes
 
@@ -137,11 +137,11 @@ def run_workload(w, device: str, budget: float, copy_gbs) -> dict:
         fns = {"eager": case.fn, "inductor": torch.compile(case.fn),
                "braze": torch.compile(case.fn, backend="braze")}
         first = case.make_inputs(0)
-        expected = _run_on_clone(case, case.fn, first)
+        expected = run_on_clone(case, case.fn, first)
         row["check"] = {}
         for name in ("inductor", "braze"):
             try:
-                actual = _run_on_clone(case, fns[name], first)
+                actual = run_on_clone(case, fns[name], first)
                 want = case.reference(first, actual) if case.reference else expected
                 row["check"][name] = compare(actual, want)
             except Exception as exc:  # a crash is a result too: report it, time the others
@@ -166,12 +166,6 @@ def run_workload(w, device: str, budget: float, copy_gbs) -> dict:
     row["failures"] = failures
     row["copy_gbs"] = copy_gbs
     return row
-
-
-def _run_on_clone(case, fn, args):
-    args = clone_tree(args)
-    out = case.run(fn, args)
-    return clone_tree((out, args) if case.mutates else out)
 
 
 # --- compile time ---------------------------------------------------------------------

@@ -7,7 +7,7 @@ registers the CPU has; each with a stated default where the files cannot be read
 The C++ backend sizes by them what its kernels keep in a cache: the scratch of a tiled
 transpose (L1 data, ``codegen/cpp/tiles.py``) and the output size above which stores go
 around the caches (``config``'s ``cpp_stream_min_bytes``), and the vectors its compiler
-uses (``cpp_vector_bits``).
+uses for vector math (``cpp_math_vector_bits``).
 """
 from __future__ import annotations
 

@@ -95,9 +95,9 @@ def merge_lanes(kernel: CppKernel, accs: list[Accumulator], lanes: int, indent: 
 
 
 def _emit_tail(kernel: CppKernel, indent: str, var, main: str, body, tail_guard: str, spread: bool) -> None:
-    """The elements after the last whole block, from ``main`` (its text). ``spread``: element ``main + l`` folds into
-    lane ``l`` (fewer than ``lanes`` of them), so the tail has no chain through one lane and
-    vectorizes (a row of 31 elements is half tail)."""
+    """The elements after the last whole block, from ``main`` (its C text). ``spread``:
+    element ``main + l`` folds into lane ``l`` (fewer than ``lanes`` of them), so the tail
+    has no chain through one lane and vectorizes (a row of 31 elements is half tail)."""
     em = kernel.emitter
     inner = indent
     if spread and tail_guard:

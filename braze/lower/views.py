@@ -162,9 +162,12 @@ def _unsqueeze(ctx, x, dim):
     return remap(x, sizes, lambda vs: [v for k, v in enumerate(vs) if k != dim])
 
 
+OPEN_END = 2 ** 63 - 1  # the end of ``x[a:]`` in an ATen slice
+
+
 def slice_bounds(size: int, start, end, step: int) -> tuple:
     start = 0 if start is None else start
-    end = size if end is None else end
+    end = size if end is None or (isinstance(end, int) and end == OPEN_END) else end  # (no size passes it)
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
     start = min(max(start, 0), size)

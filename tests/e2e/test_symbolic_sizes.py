@@ -82,6 +82,19 @@ def _attend_with_cache(past_k, past_v, x, wq, wk, wv):
     return (weights[:, :, None] * values).sum(1), keys, values
 
 
+def test_an_open_ended_slice_is_not_guarded(backend):
+    """``x[..., h:]`` is ATen's ``slice(x, -1, h, 2**63 - 1)``: that end is the size, with no
+    guard comparing a size against it (checked at every call otherwise)."""
+    f = lambda x: x[..., x.shape[-1] // 2:] * 2 + x[..., :x.shape[-1] // 2]
+    g = torch.compile(f, backend="braze", dynamic=True)
+    with Compiled() as compiled:
+        for n in (40, 64):
+            x = torch.randn(3, n)
+            torch.testing.assert_close(g(x), f(x))
+    guards = variants(compiled)[0].sizes.guards
+    assert not any(str(2 ** 63 - 1) in guard for guard in guards), guards
+
+
 def test_a_growing_key_cache_compiles_once(backend):
     """Each step's cache is one position longer: after Dynamo's first static graph, one
     variant serves every length (no size is taken as an integer; the C++ vector loops

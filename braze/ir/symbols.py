@@ -19,10 +19,8 @@ A symbol in ``Context.unbacked`` (``u0``: the size of a ``nonzero``'s result, kn
 once the graph runs) cannot be guarded: ``ir/unbacked.py`` decides on it.
 
 Constants are plain ``int``: a ``Size`` is never constant. Its text (``str``, f-strings)
-is C's unless ``language("python")`` is in force: kernels and the wrapper name the
-symbols as parameters or locals. Python's text means the same in a Triton kernel, whose
-integer ``//`` and ``%`` truncate: a quotient of a dividend that may be negative is
-written through the floor modulo.
+is C's unless ``language("python")`` is in force; in both, and in Triton kernels (whose
+``//`` and ``%`` truncate), a quotient of a dividend that may be negative is floored.
 """
 from __future__ import annotations
 
@@ -95,6 +93,11 @@ class Atom:
         if self.kind == "mod":
             return (0, min(dhi - 1, ahi))
         return (alo // dhi if dhi != INF else 0, ahi // dlo if ahi != INF else INF)
+
+
+def _comparison(op: str):
+    """A comparison method of ``Size``: decided by the ranges, else by the hints and guarded."""
+    return lambda self, other: _compare(self, other, op)
 
 
 def symbol(name: str) -> "Size":
@@ -182,23 +185,8 @@ class Size:
         return self if self >= 0 else -self
 
     # ---------------------------------------------------------------- decisions
-    def __lt__(self, other):
-        return _compare(self, other, "<")
-
-    def __le__(self, other):
-        return _compare(self, other, "<=")
-
-    def __gt__(self, other):
-        return _compare(self, other, ">")
-
-    def __ge__(self, other):
-        return _compare(self, other, ">=")
-
-    def __eq__(self, other):
-        return _compare(self, other, "==")
-
-    def __ne__(self, other):
-        return _compare(self, other, "!=")
+    __lt__, __le__, __gt__ = _comparison("<"), _comparison("<="), _comparison(">")
+    __ge__, __eq__, __ne__ = _comparison(">="), _comparison("=="), _comparison("!=")
 
     def __bool__(self):
         return _compare(self, 0, "!=")
@@ -325,7 +313,21 @@ def bounds_of(x, ranges: dict) -> tuple:
             tlo, thi = _interval_times((tlo, thi), a.bounds(ranges))
         tlo, thi = _interval_times((tlo, thi), (k, k))
         lo, hi = lo + tlo, hi + thi
-    return (lo, hi)
+    return _quotient_out(x, ranges, (lo, hi))
+
+
+def _quotient_out(x: Size, ranges: dict, found: tuple) -> tuple:
+    """``found`` narrowed by writing a term ``c * (a // d)`` as ``c * (a - a % d) / d``, so
+    that ``s - s // 2`` is seen to be ``(s + s % 2) / 2 >= 0`` (its terms' own bounds are not)."""
+    for m, c in x.terms:
+        if len(m) == 1 and m[0].kind == "div" and isinstance(m[0].args[1], int) and m[0].args[1] > 0:
+            (a, d), terms = m[0].args, {mm: cc * m[0].args[1] for mm, cc in x.terms if mm != m}
+            for ma, ka in _terms(a):
+                terms[ma] = terms.get(ma, 0) + c * ka
+            lo, hi = bounds_of(Size._make(terms), ranges)
+            lo, hi = lo + min(0, -c * (d - 1)), hi + max(0, -c * (d - 1))  # - c * (a % d), a % d in [0, d - 1]
+            return (max(found[0], -(-lo // d) if lo != -INF else lo), min(found[1], hi // d if hi != INF else hi))
+    return found
 
 
 def _common_factor(x: Size, ranges: dict):

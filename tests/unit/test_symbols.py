@@ -1,6 +1,7 @@
 """Symbolic sizes (``braze.ir.symbols``): what the ranges prove adds no guard, what they do
 not is decided by the hints and recorded, and the arithmetic stays exact."""
 import ast
+import itertools
 
 import pytest
 import sympy
@@ -203,3 +204,17 @@ def test_decide_takes_the_callers_general_choice_on_an_unbacked_size():
         assert unbacked.decide(s0, ">", 5, unbacked=False)  # (a size of an argument: guarded as ever)
         assert symbols.at_most(64, u0) == 40  # (its bound: no decision on it)
     assert list(ctx.guards) == ["(s0 - 5) > 0"]
+
+
+def test_a_quotient_is_bounded_with_its_dividend():
+    """``s - s // 2`` is ``(s + s % 2) / 2``: at least 1 for ``s >= 2``, which the bounds of
+    ``s`` and ``s // 2`` taken apart do not show; every bound holds for every value in range."""
+    s0, s1 = symbol("s0"), symbol("s1")
+    assert symbols.bounds_of(s0 - s0 // 2, {"s0": (2, symbols.INF)}) == (1, symbols.INF)
+    assert symbols.bounds_of((s0 + 1) // 2 - s0 // 2, {"s0": (0, symbols.INF)}) == (0, 1)
+    sizes = [s0 - s0 // 2 - 1, s0 // 2 - s0, s1 * 3 - (s1 + 1) // 2 * 5, s0 // 3 + s1 - s0, s0 - 2 * (s0 // 2)]
+    for size in sizes:
+        for r0 in [(0, 10), (2, 40), (5, 7), (-5, 5)]:
+            lo, hi = symbols.bounds_of(size, {"s0": r0, "s1": (2, 30)})
+            for v0, v1 in itertools.product(range(r0[0], r0[1] + 1), range(2, 31)):
+                assert lo <= symbols.value_of(size, {"s0": v0, "s1": v1}) <= hi, (size, r0, v0, v1)

@@ -277,3 +277,16 @@ def test_float32_std_and_var_past_1e19_stay_finite_as_eager_s(shape, dim, backen
     check(lambda x: (torch.std(x * 1e20, dim=dim), torch.var(x * 1e20, dim=dim),
                      torch.std(x * 1e19, dim=dim), torch.var(x * 1e18, dim=dim),
                      torch.std_mean(x * 1e20, dim=dim)), x)
+
+
+def test_one_address_read_under_a_mask_that_varies(backend):
+    """``v1[:, -3::3]`` of a symbolic row then ``cat``: the read's address is one element
+    while its ``cat`` condition varies along the block. Triton refuses a scalar pointer under
+    a block mask (an internal error, the graph ran eagerly); the address is now a block."""
+    def fn(a0):
+        v1 = torch.cat([a0.any(-3), a0.any(-3)], 1)[:, -3::3]
+        return torch.cat([torch.erf(v1), v1], 0)
+    g = torch.compile(fn, backend="braze", dynamic=True, options={"strict": True})  # (no eager fallback)
+    for n in (3, 5):
+        a = torch.rand(3, 1, n) > 0.5
+        torch.testing.assert_close(g(a), fn(a))

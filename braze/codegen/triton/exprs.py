@@ -227,6 +227,8 @@ class Printer(PrintScope[Term]):
         mask_text = f", {' & '.join(masks)}" if masks else ""
         if clamp or pos.precedence < 3:
             text = f"({text})"
+        if masks and not pos.axes:  # one address under a mask that varies: a block of it, as Triton needs
+            text = f"tl.where({' & '.join(masks)}, {text}, 0)"
         return self.temp(f"tl.load({self.k.params[e.arg]} + {text}{mask_text})", axes)
 
     def _check(self, e: Expr, axes) -> Term:

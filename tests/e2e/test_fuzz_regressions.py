@@ -290,3 +290,21 @@ def test_one_address_read_under_a_mask_that_varies(backend):
     for n in (3, 5):
         a = torch.rand(3, 1, n) > 0.5
         torch.testing.assert_close(g(a), fn(a))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="the value amin's backward compares (silu(x) == amin) is stored by the inliner "
+                          "but fused into the column kernel of argmax and amin as an inner value: the "
+                          "eq's loop recomputes silu (libmvec exp, vectorized) where the amin's loop "
+                          "computed it otherwise, no element equals the minimum, and the gradient is "
+                          "0 / 0 (fuzz --dynamic seed 504, program 798; the static compile is right)")
+def test_a_value_compared_with_its_minimum_is_not_recomputed_in_a_later_loop():
+    def fn(a):
+        return a.argmax(0, keepdim=True), F.silu(a).amin([0], keepdim=True) * 2
+    a = torch.tensor([[0.0374, -1.5550, 1.5879, -2.5855], [0.6233, -2.0794, -0.9384, -2.0418]],
+                     dtype=torch.float64, requires_grad=True)
+    b = a.detach().clone().requires_grad_()
+    torch.compile(fn, backend="braze", dynamic=True)(a)[1].sum().backward()
+    fn(b)[1].sum().backward()
+    assert not a.grad.isnan().any()
+    torch.testing.assert_close(a.grad, b.grad)

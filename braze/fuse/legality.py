@@ -57,6 +57,7 @@ class Reason(enum.Enum):
     SLOW_GATHER = "a gather would run in few programs, one chunk of the row after another"
     COLUMN_SUM = "a sum over the rows joins a row kernel only in C++, for float sums of few columns"
     READS_COLUMN_SUM = "reads a sum over the rows, complete only after the last row"
+    RECOMPUTED_COMPARED = "compares for equality a value the kernel would recompute in a later loop"
 
 
 @dataclass(frozen=True)
@@ -310,8 +311,19 @@ def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
                 return Verdict(False, Reason.INDEX, f"{n.name} reads {producer}")
             level = max(level, p_level if p_role == INNER else p_level + 1)
         nest.levels[n.name] = _parity(level, role)
+        for producer, load_expr in in_kernel_reads(n, members):
+            if nest.roles[producer] == INNER and nest.levels[producer] != nest.levels[n.name] \
+                    and _compares(n, load_expr):  # recomputed there, it may round otherwise (a math call)
+                return Verdict(False, Reason.RECOMPUTED_COMPARED, f"{n.name} compares {producer}")
     _overwrite_after_reads(nodes, nest)
     return Verdict(True)
+
+
+def _compares(node: ComputeNode, load_expr: Expr) -> bool:
+    """Does ``node`` compare the value ``load_expr`` reads for equality (``amin``'s backward:
+    ``input == result``)?"""
+    return any(e.op in (Op.EQ, Op.NE) and any(x is load_expr for a in e.args for x in walk(a))
+               for e in walk(node.body))
 
 
 def _parity(level: int, role: str) -> int:

@@ -18,7 +18,9 @@ dimensions, so each node variable is an affine expression of kernel variables.
 Levels order the work inside one outer element: odd levels are loops over the
 reduce dimensions, even levels run between them. A reduction's result is usable
 from the level after its loop; an inner node reads another inner node only at
-the index that node writes in the same iteration.
+the index that node writes in the same iteration. Read from a later level, an inner
+node is recomputed there, which may round otherwise: no node compares such a value for
+equality (amin's backward: ``input == result``).
 """
 from __future__ import annotations
 

@@ -76,7 +76,10 @@ def test_quantize_differs_without_rounding_on_these_inputs():
 
 
 def _chain(x, y):
-    return ((x * 1.1 + y) * y - x / 3.0).exp() * 0.5
+    """Arithmetic only: a transcendental's last bits are its library's (libmvec's vector
+    ``expf`` against eager's Sleef on the CPU: 5 of 12,800 bf16 elements of
+    ``exp(...)`` differ), not the rounding's."""
+    return ((x * 1.1 + y) * y - x / 3.0) * 0.5
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)

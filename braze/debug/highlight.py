@@ -42,14 +42,19 @@ def highlight(text: str) -> str:
 
 def kernel_source(source: str, name: str) -> str:
     """The part of ``source`` that is kernel ``name`` ("" when not found)."""
-    if f'extern "C" void {name}(' in source:
+    if any(_cpp_signature(line, name) for line in source.splitlines()):
         return _cpp_function(source, name)
     return _triton_kernel(source, name)
 
 
+def _cpp_signature(line: str, name: str) -> bool:
+    """``extern "C" void name(``, or with a function attribute before ``void``."""
+    return line.startswith('extern "C" ') and f" void {name}(" in line
+
+
 def _cpp_function(source: str, name: str) -> str:
     lines = source.splitlines()
-    start = next(k for k, line in enumerate(lines) if line.startswith(f'extern "C" void {name}('))
+    start = next(k for k, line in enumerate(lines) if _cpp_signature(line, name))
     if start > 0 and lines[start - 1].startswith(f"// {name}:"):
         start -= 1
     end = next((k for k in range(start, len(lines)) if lines[k] == "}"), len(lines) - 1)

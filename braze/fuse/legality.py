@@ -302,7 +302,8 @@ def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
     for n in nodes:
         role = nest.roles[n.name]
         level = 1 if role != OUTER else 0
-        for producer, load_expr in in_kernel_reads(n, members):
+        reads = in_kernel_reads(n, members)
+        for producer, load_expr in reads:
             p_role = nest.roles[producer]
             p_level = nest.levels[producer]
             if role == OUTER and p_role == INNER:
@@ -313,7 +314,7 @@ def assign_levels(nodes, nest: Nest, graph: Graph) -> Verdict:
                 return Verdict(False, Reason.INDEX, f"{n.name} reads {producer}")
             level = max(level, p_level if p_role == INNER else p_level + 1)
         nest.levels[n.name] = _parity(level, role)
-        for producer, load_expr in in_kernel_reads(n, members):
+        for producer, load_expr in reads:
             if nest.roles[producer] == INNER and nest.levels[producer] != nest.levels[n.name] \
                     and _compares(n, load_expr):  # recomputed there, it may round otherwise (a math call)
                 return Verdict(False, Reason.RECOMPUTED_COMPARED, f"{n.name} compares {producer}")

@@ -54,17 +54,11 @@ def emit_pointwise(kernel: CppKernel) -> None:
 def _innermost_loop(kernel: CppKernel, indent: str) -> None:
     """The innermost loop (``omp simd``) and its body: every member, per element; a
     kernel with no loop, one block."""
-    plan, em = kernel.plan, kernel.emitter
-    loops = plan.outer
+    em, loops = kernel.emitter, kernel.plan.outer
     checked = _outer_checks(kernel, indent, loops[-1]) if len(loops) > 1 else {}
     if len(loops) > 1 and _in_blocks(kernel, loops[-1]):
-        def body(ind: str, _narrow) -> None:
-            printer = kernel.printer(ind)
-            printer.memo.update(checked)
-            kernel.preload(plan.members, printer)
-            for m in plan.members:
-                kernel.compute(m, printer, ind)
-        emit_lanes(kernel, indent, loops[-1], kernel.lanes_for(loops[-1].size), body, spread_tail=True)
+        emit_lanes(kernel, indent, loops[-1], kernel.lanes_for(loops[-1].size),
+                   lambda ind, _narrow: _emit_members(kernel, ind, known=checked), spread_tail=True)
         kernel.close_loops(len(loops) - 1, indent)
         return
     if len(loops) > 1:
@@ -72,14 +66,25 @@ def _innermost_loop(kernel: CppKernel, indent: str) -> None:
     inner = kernel.open_loops(loops[-1:], indent)
     if not loops:
         em.emit(inner, "{")
-    printer = kernel.printer(inner)
-    printer.memo.update(checked)
-    kernel.preload(plan.members, printer)
-    for m in plan.members:
-        kernel.compute(m, printer, inner)
+    _emit_members(kernel, inner, known=checked)
     if not loops:
         em.emit(inner, "}")
     kernel.close_loops(len(loops), inner)
+
+
+def _emit_members(kernel: CppKernel, indent: str, known: dict | None = None, rewrite=None, stage_of=None) -> None:
+    """Every member computed and stored, per element, at ``indent``. ``known``: names of
+    values printed before the loop (the printer's memo); ``rewrite(expr)``: a member's
+    value and store as a piece sees them (pieces never overwrite what they read, so
+    nothing is preloaded there); ``stage_of(member)``: where its float32 value goes
+    (``halves``)."""
+    printer = kernel.printer(indent)
+    printer.memo.update(known or {})
+    if rewrite is None:
+        kernel.preload(kernel.plan.members, printer)
+    for m in kernel.plan.members:
+        exprs = (rewrite(m.value), rewrite(m.store)) if rewrite else None
+        kernel.compute(m, printer, indent, exprs=exprs, float_stage=stage_of(m) if stage_of else None)
 
 
 def _in_blocks(kernel: CppKernel, z) -> bool:
@@ -133,12 +138,11 @@ def _pointwise_blocks(kernel: CppKernel, indent: str, draws: BlockDraws | None, 
             draws.emit_head(ind)
 
     def body(ind: str, narrow: dict | None) -> None:
-        printer = kernel.printer(ind)
-        if narrow is not None:
-            printer.memo.update({**(halves.memo() if halves else {}), **(draws.memo() if draws else {})})
-        kernel.preload(plan.members, printer)
-        for m in plan.members:
-            kernel.compute(m, printer, ind, float_stage=halves.stage_of(m) if halves and narrow is not None else None)
+        if narrow is None:  # the tail, element by element
+            _emit_members(kernel, ind)
+            return
+        _emit_members(kernel, ind, known={**(halves.memo() if halves else {}), **(draws.memo() if draws else {})},
+                      stage_of=halves.stage_of if halves else None)
 
     def foot(ind: str) -> None:
         halves.flush(ind, kernel.hoisted)
@@ -156,19 +160,14 @@ def _pointwise_piece(kernel: CppKernel, indent: str, k: int, lo, hi) -> None:
     if v.op is Op.VAR:  # (a piece of one element is the constant 0)
         kernel.names[v] = name
     memo: dict = {}
+
+    def rewrite(e):
+        return over_piece(e, z, k, lo, hi, memo)
     if v.op is Op.VAR and _in_blocks(kernel, v):
-        def body(ind: str, _narrow) -> None:
-            printer = kernel.printer(ind)
-            for m in kernel.plan.members:
-                kernel.compute(m, printer, ind, exprs=(over_piece(m.value, z, k, lo, hi, memo),
-                                                       over_piece(m.store, z, k, lo, hi, memo)))
-        emit_lanes(kernel, indent, v, kernel.lanes_for(v.size), body, spread_tail=True)
+        emit_lanes(kernel, indent, v, kernel.lanes_for(v.size),
+                   lambda ind, _narrow: _emit_members(kernel, ind, rewrite=rewrite), spread_tail=True)
         return
     em.emit(indent, "#pragma omp simd")
     em.emit(indent, f"for (int64_t {name} = 0; {name} < {hi - lo}; {name}++) {{")
-    body = em.deeper(indent)
-    printer = kernel.printer(body)
-    for m in kernel.plan.members:
-        kernel.compute(m, printer, body, exprs=(over_piece(m.value, z, k, lo, hi, memo),
-                                                over_piece(m.store, z, k, lo, hi, memo)))
+    _emit_members(kernel, em.deeper(indent), rewrite=rewrite)
     em.emit(indent, "}")

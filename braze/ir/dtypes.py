@@ -56,6 +56,20 @@ def sum_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
+_HELD_EXACTLY_BY = {
+    torch.float16: (torch.float32, torch.float64), torch.bfloat16: (torch.float32, torch.float64),
+    torch.float32: (torch.float64,), torch.int8: (torch.int16, torch.int32, torch.int64),
+    torch.uint8: (torch.int16, torch.int32, torch.int64), torch.int16: (torch.int32, torch.int64),
+    torch.int32: (torch.int64,),
+}
+
+
+def holds_exactly(wide, narrow) -> bool:
+    """Does ``wide`` hold every value of ``narrow``, so that a cast to ``wide`` and back
+    gives each value back? (A bool comes back from any dtype: the way back is ``!= 0``.)"""
+    return wide in _HELD_EXACTLY_BY.get(narrow, ()) or (narrow is torch.bool and wide in SUPPORTED)
+
+
 def itemsize(dtype: torch.dtype) -> int:
     return dtype.itemsize
 

@@ -319,6 +319,8 @@ def cast(value: Expr, dtype) -> Expr:
         return value
     if value.op is Op.CAST and value.arg == "store" and value.args[0].dtype == dtype:
         return value.args[0]  # a value rounded only because it was once to be stored
+    if value.op is Op.CAST and value.args[0].dtype == dtype and dtypes.holds_exactly(value.dtype, dtype):
+        return value.args[0]  # there and back through a dtype that holds it (f16 -> f32 -> f16)
     if value.op is Op.CONST and dtype is not dtypes.INDEX and value.dtype is not dtypes.INDEX:
         return const(_convert_constant(value.arg, value.dtype, dtype), dtype)
     if value.op is Op.CONST and dtype is dtypes.INDEX:

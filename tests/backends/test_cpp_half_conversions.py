@@ -6,6 +6,7 @@ at every rounding boundary (largest half, overflow to inf, the normal/subnormal 
 halfway cases, signed zeros, inf and NaN) plus a million random bit patterns are narrowed.
 NaNs must stay NaN (eager's payload is not compared).
 """
+import pytest
 import torch
 
 import braze
@@ -42,3 +43,18 @@ def test_floats_narrow_to_the_nearest_even_half():
     floats = torch.cat([_boundaries(), bits.to(torch.int32).view(torch.float32)])
     narrow = braze.compile(lambda x: (x * 1.0).half())
     _same_bits(narrow(floats), floats.half(), torch.int16)
+
+
+@pytest.mark.parametrize("dtype, helper", [(torch.float16, "round_to_f16"), (torch.bfloat16, "round_to_bf16")])
+def test_an_intermediate_rounded_through_half_matches_eager(dtype, helper):
+    """A float32 value rounded to bf16/fp16 and read on as float32 is one rounding in float
+    registers (``round_to_f16``, ``round_to_bf16``), bit for bit the two conversions'."""
+    generator = torch.Generator().manual_seed(8)
+    bits = torch.randint(-2 ** 31, 2 ** 31, (1 << 20,), dtype=torch.int64, generator=generator)
+    floats = torch.cat([_boundaries(), bits.to(torch.int32).view(torch.float32)])
+
+    def through(x):
+        return (x * 1.0).to(dtype).float() * 1.0
+    source = "".join(g.source for g in braze.explain(through, floats).graphs)
+    assert f"{helper}(" in source
+    _same_bits(braze.compile(through)(floats), through(floats), torch.int32)

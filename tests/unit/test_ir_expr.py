@@ -121,6 +121,23 @@ def test_store_cast_rounds_once():
     assert cast(cast(v, torch.bfloat16), torch.float32).args[0].op is Op.CAST  # explicit casts stay
 
 
+@pytest.mark.parametrize("narrow, wide", [(torch.float16, F32), (torch.bfloat16, torch.float64), (F32, torch.float64),
+                                          (torch.int32, torch.int64), (torch.uint8, torch.int16),
+                                          (torch.bool, torch.float16), (torch.bool, torch.int8)])
+def test_a_cast_there_and_back_through_a_dtype_that_holds_every_value_is_free(narrow, wide):
+    v = load("a", [var("x0", 4)], narrow)
+    assert cast(cast(v, wide), narrow) is v
+
+
+@pytest.mark.parametrize("narrow, wide", [(F32, torch.float16), (torch.float16, torch.bfloat16),
+                                          (torch.int64, torch.int32), (torch.int32, F32), (torch.uint8, torch.int8),
+                                          (F32, torch.bool)])
+def test_a_cast_there_and_back_that_can_change_a_value_stays(narrow, wide):
+    v = load("a", [var("x0", 4)], narrow)
+    back = cast(cast(v, wide), narrow)
+    assert back.op is Op.CAST and back.args[0].op is Op.CAST and back.args[0].args[0] is v
+
+
 def test_store_cast_is_marked_and_free_when_the_dtype_is_kept():
     v = ld()
     assert store_cast(v, F32) is v

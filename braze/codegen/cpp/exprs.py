@@ -32,6 +32,7 @@ CTYPES = {
 # half and bfloat16 are stored as uint16_t and converted by these (codegen/cpp/prelude.py)
 FROM_LOW = {torch.float16: "f16_to_f32", torch.bfloat16: "bf16_to_f32"}
 TO_LOW = {torch.float16: "f32_to_f16", torch.bfloat16: "f32_to_bf16"}
+ROUND_TO_LOW = {torch.float16: "round_to_f16", torch.bfloat16: "round_to_bf16"}
 
 FLOAT_FUNCS = {
     Op.EXP: "exp", Op.EXP2: "exp2", Op.EXPM1: "expm1", Op.LOG: "log", Op.LOG2: "log2",
@@ -109,7 +110,7 @@ class CPrinter(PrintScope[str]):
                 self.memo[id(e)] = self._node(e)
                 continue
             stack.append((e, True))
-            stack.extend((a, False) for a in reversed(e.args) if id(a) not in self.memo)
+            stack.extend((a, False) for a in reversed(_operands(e)) if id(a) not in self.memo)
         return self.memo[id(root)]
 
     def _temp(self, dtype, text: str) -> str:
@@ -123,10 +124,12 @@ class CPrinter(PrintScope[str]):
             return self.names[e]
         if op is Op.VALUE:
             return self.values[e.arg]
-        args = [self.memo[id(a)] for a in e.args]
+        args = [self.memo.get(id(a)) for a in e.args]
         if op is Op.LOAD:
             element = f"{e.arg}[{self._position(e)}]"
             return self._temp(e.dtype, f"({element} != 0)" if e.dtype is torch.bool else element)
+        if op is Op.CAST and _round_trip(e):
+            return self._temp(e.dtype, f"{ROUND_TO_LOW[e.args[0].dtype]}({self.memo[id(e.args[0].args[0])]})")
         if op is Op.CAST:
             return self._temp(e.dtype, convert(args[0], e.args[0].dtype, e.dtype, _truncated_float(e.args[0])))
         if op is Op.WHERE:
@@ -164,6 +167,19 @@ class CPrinter(PrintScope[str]):
         if op is Op.NEG:
             return f"(-{args[0]})"
         raise NotImplementedError(f"index op {op}")
+
+
+def _round_trip(e: Expr) -> bool:
+    """Is ``e`` a float32 value rounded to bf16 or fp16 and widened back (an intermediate
+    rounded as eager rounds it)? It is printed as one rounding in float registers."""
+    inner = e.args[0] if e.op is Op.CAST and e.dtype is torch.float32 else None
+    return (inner is not None and inner.op is Op.CAST and inner.dtype in dtypes.LOW_PRECISION
+            and inner.args[0].dtype is torch.float32)
+
+
+def _operands(e: Expr) -> tuple:
+    """What ``e`` is printed from: a round trip (``_round_trip``) from the float32 value."""
+    return (e.args[0].args[0],) if _round_trip(e) else e.args
 
 
 def checked_text(e: Expr, value: str) -> str:

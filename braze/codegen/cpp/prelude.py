@@ -59,6 +59,26 @@ BRAZE_INLINE f16_t f32_to_f16(float x) {
   const uint32_t h = (large & is_large) | (tiny & is_tiny) | (normal & ~(is_large | is_tiny));
   return (f16_t)(h | sign);
 }
+// A float rounded to the nearest float16 value (ties to even), kept as a float: what
+// f16_to_f32(f32_to_f16(x)) gives, bit for bit but in NaN payloads (checked for every float), in
+// float arithmetic. Adding c = 2^13 times x's binade (at least 2^-14's: half subnormals; at most
+// 2^15's) leaves x's 11 leading bits; taking c away again is exact. Beyond the largest half: inf.
+BRAZE_INLINE float round_to_f16(float x) {
+  const uint32_t bits = __builtin_bit_cast(uint32_t, x), sign = bits & 0x80000000u, magnitude = bits ^ sign;
+  uint32_t binade = magnitude & 0x7f800000u;
+  binade = binade < 0x38800000u ? 0x38800000u : binade;
+  binade = binade > 0x47000000u ? 0x47000000u : binade;
+  const float c = __builtin_bit_cast(float, binade + (13u << 23));
+  float r = (__builtin_bit_cast(float, magnitude) + c) - c;
+  r = r > 65504.0f ? __builtin_inff() : r;
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, r) | sign);
+}
+// bf16_to_f32(f32_to_bf16(x)) without the 16-bit value between (vectorized loops widen and
+// narrow it)
+BRAZE_INLINE float round_to_bf16(float f) {
+  const uint32_t u = __builtin_bit_cast(uint32_t, f), r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  return __builtin_bit_cast(float, (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : r);
+}
 
 // NaN-propagating: a NaN ``a`` is kept; a NaN ``b`` fails the comparison and is taken (one test of
 // ``b`` fewer than testing it for NaN, in every max loop of a softmax). The comparison's select

@@ -19,6 +19,7 @@ import torch
 
 from braze.codegen.cpp.exprs import ctype, literal
 from braze.ir import dtypes
+from braze.ir.expr import walk
 from braze.ir.reductions import BOOL_FAMILY, FAMILY, INDEX_RESULTS, RESULT_FIELD, WIDE_FAMILIES
 
 SUFFIX = {"value": "v", "index": "i", "mean": "mean", "m2": "m2"}  # a result field's C suffix
@@ -32,6 +33,9 @@ class Accumulator:
     # each lane folds few elements in sequence (at most ``LANE_CHAIN_MAX``: a short row's, or
     # a float32 partial of a few blocks, ``narrow``): float32 is as exact as double there
     short: bool = False
+    # a bool accumulator's bytes: those of the widest value it is computed from, so that a
+    # vectorized loop keeps one lane width (an ``any`` of float32 comparisons in bytes: 3x slower)
+    bool_bytes: int = 1
 
     @property
     def wide(self) -> bool:
@@ -62,8 +66,8 @@ class Accumulator:
             return [("mean", t, "0"), ("m2", t, "0"), ("n", t, "0")]
         if self.family in ("argmax", "argmin"):
             return [("v", t, _extreme(d, lowest=self.family == "argmax")), ("i", "int64_t", "0")]
-        if d is torch.bool:  # (bytes, not bool: GCC vectorizes no loop that carries a bool)
-            return [("v", "uint8_t", "1" if BOOL_FAMILY.get(self.family, self.family) == "all" else "0")]
+        if d is torch.bool:  # (unsigned integers, not bool: GCC vectorizes no loop that carries a bool)
+            return [("v", f"uint{8 * self.bool_bytes}_t", "1" if BOOL_FAMILY.get(self.family, self.family) == "all" else "0")]
         init = {"sum": "0", "prod": "1", "any": "false", "all": "true",
                 "max": _extreme(d, lowest=True), "min": _extreme(d, lowest=False)}[self.family]
         return [("v", t, init)]
@@ -141,7 +145,13 @@ def _extreme(dtype, lowest: bool) -> str:
 
 def accumulator_for(member, name: str, short: bool = False) -> Accumulator:
     op = member.reduce_op
-    return Accumulator(name, FAMILY[op], member.value.dtype, short=short)
+    return Accumulator(name, FAMILY[op], member.value.dtype, short=short, bool_bytes=_widest_value(member.value))
+
+
+def _widest_value(value) -> int:
+    """The bytes of the widest element ``value`` is computed from (1 for bools alone)."""
+    return max([e.dtype.itemsize for e in walk(value) if e.dtype is not dtypes.INDEX and e.dtype is not torch.bool],
+               default=1)
 
 
 def result_of(member, acc: Accumulator, at) -> str:

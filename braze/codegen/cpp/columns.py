@@ -33,6 +33,7 @@ MIN_BLOCK = 64  # columns, however large a column's accumulators
 UNROLL = 4  # rows folded per pass over a block's accumulators
 CBYTES = {  # sizes of the C types of accumulator fields and epilogue values
     "double": 8, "float": 4, "int64_t": 8, "int32_t": 4, "int16_t": 2, "int8_t": 1, "uint8_t": 1,
+    "uint16_t": 2, "uint32_t": 4, "uint64_t": 8,
     "bool": 1, "f16_t": 2, "bf16_t": 2,
 }
 

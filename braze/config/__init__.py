@@ -181,6 +181,10 @@ KNOBS = (
          "CPU: back fresh buffers of 4 MB and more with transparent huge pages (madvise), so that "
          "writing them faults once per 2 MB instead of once per 4 KB (runtime/pages.py)"),
     Knob("cpp_lanes", "BRAZE_CPP_LANES", 16, int, "accumulator lanes of a cpp reduction (SIMD width in elements)"),
+    Knob("cpp_reduce_lanes_max", "BRAZE_CPP_REDUCE_LANES_MAX", max(16, 4 * vector_bits() // 32), int,
+         "most accumulator lanes of a long reduce loop in a cpp row or split kernel: more than cpp_lanes, "
+         "up to four float32 vectors of the CPU's widest registers (64 with AVX-512, 32 with AVX2), "
+         "are independent chains that hide each fold's latency; set to cpp_lanes for one width"),
     Knob("cpp_call_lanes", "BRAZE_CPP_CALL_LANES", 0, int,
          "lanes of each glibc vector-math call in a row kernel's loop of calls (simdlen; 0: GCC's choice, "
          "the widest vectors for a block of 16): 8 calls the 256-bit variants twice a block"),

@@ -23,7 +23,9 @@ LANES = braze.config.cpp_lanes
 
 @pytest.fixture(autouse=True)
 def cpp():
-    with braze.config.patch(cpu_backend="cpp"):
+    """The C++ backend, its row loops in ``LANES`` lanes (more lanes for long rows:
+    ``test_a_long_row_folds_into_more_lanes``)."""
+    with braze.config.patch(cpu_backend="cpp", cpp_reduce_lanes_max=LANES):
         yield
 
 
@@ -216,3 +218,21 @@ def test_var_of_one_long_row(n):
     actual, _ = compiled_source(lambda x: torch.var_mean(x), x)
     var, mean = torch.var_mean(x.double())
     torch.testing.assert_close(actual, (var.float(), mean.float()))
+
+
+@pytest.mark.parametrize("n, lanes", [(100, 16), (1000, 64), (4099, 64), (65537, 64)])
+@pytest.mark.parametrize("reduce", ["sum", "amax", "argmax", "var_mean"])
+def test_a_long_row_folds_into_more_lanes(n, lanes, reduce):
+    """A row of at least 8 elements a lane takes up to ``cpp_reduce_lanes_max`` lanes
+    (independent accumulator chains); sums stay as exact as float32 holds, and NaN and
+    ties keep eager's answers."""
+    fn = {"sum": lambda x: x.sum(-1), "amax": lambda x: x.amax(-1), "argmax": lambda x: x.argmax(-1),
+          "var_mean": lambda x: torch.var_mean(x, -1)}[reduce]
+    x = torch.randn(5, n)
+    x[1, n // 3] = float("nan")
+    x[2, [n // 5, n - 1]] = 9.0  # a tie: the first index
+    with braze.config.patch(cpp_reduce_lanes_max=64):
+        actual, source = compiled_source(fn, x)
+    assert re.search(rf"_(v|mean)\[{lanes}\];", source), source
+    expected = x.double().sum(-1).float() if reduce == "sum" else fn(x)
+    torch.testing.assert_close(actual, expected, equal_nan=True)

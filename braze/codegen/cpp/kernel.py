@@ -49,7 +49,7 @@ from braze.codegen.cpp.columns import emit_column
 from braze.codegen.cpp.draws import BlockDraws
 from braze.codegen.cpp.exprs import CPrinter, convert, ctype, pointer_type
 from braze.codegen.cpp.halves import BlockHalves, block_halves, float_of
-from braze.codegen.cpp.lanes import TwoPass, emit_lanes, merge_lanes, moment_keeps
+from braze.codegen.cpp.lanes import TwoPass, emit_lanes, merge_lanes, moment_keeps, reduce_lanes
 from braze.codegen.cpp.pointwise import emit_pointwise
 from braze.codegen.cpp.rows import keeps, prefetches
 from braze.codegen.cpp.scatter import emit_scatter
@@ -264,7 +264,7 @@ class CppKernel:
         reduce = self.plan.reduce
         if self.shape != "row" or len(reduce) != 1:
             return False
-        return symbols.known(reduce[0].size, "<=", LANE_CHAIN_MAX * self.lanes_for(reduce[0].size)) is True
+        return symbols.known(reduce[0].size, "<=", LANE_CHAIN_MAX * reduce_lanes(self)) is True
 
     def _plan_scratch(self, indent: str) -> None:
         """Declare the per-row arrays of the values a later loop of the row needs again
@@ -278,15 +278,15 @@ class CppKernel:
             self.keep.setdefault(level, []).append((e, name))
             self.emitter.emit(indent, f"{ctype(e.dtype)} {name}[{self.plan.reduce[0].size}];")
 
-    def _prefetch(self, level: int, indent: str) -> None:
-        """Prefetch the next row's lines of this block (``rows.prefetches``)."""
+    def _prefetch(self, level: int, indent: str, lanes: int) -> None:
+        """Prefetch the next row's lines of this block of ``lanes`` (``rows.prefetches``)."""
         if not self.prefetch.get(level):
             return
         printer = self.printer(indent, {self.plan.reduce[-1]: "rb"}, {**self.hoisted, **self.row_invariants})
         for p in self.prefetch[level]:
             position = printer(p.position)
             step = max(1, LINE_BYTES // self.plan.dtypes[p.buffer].itemsize)
-            for offset in range(0, self.lanes, step):
+            for offset in range(0, lanes, step):
                 self.emitter.emit(indent, f"__builtin_prefetch(&{p.buffer}[{position} + {p.row_step + offset}], "
                                           f"{int(p.write)}, 3);")
 
@@ -414,7 +414,7 @@ class CppKernel:
         row_preset = {**self.hoisted, **self.row_invariants}
 
         def head(ind: str) -> None:
-            self._prefetch(level, ind)
+            self._prefetch(level, ind, lanes)
             if halves:
                 halves.emit_head(ind, row_preset)
             if draws:
@@ -495,7 +495,7 @@ class CppKernel:
 
     def _row_reduce(self, level: int, indent: str) -> None:
         """One reduce level of a row: lanes declared, the loop, lanes merged, results."""
-        lanes = self.lanes_for(self.plan.reduce[-1].size)
+        lanes = reduce_lanes(self)
         moments = TwoPass(self, level, self.accumulators([m for m in self.members_at(level) if m.reduce_op]))
         self.declare(moments.accs, lanes, indent)
         self._hoist_row_invariants(level, indent)

@@ -1,6 +1,8 @@
 """The lane loops of the C++ backend's row kernels, and their moments in two passes.
 
 Takes: a ``CppKernel`` (shape ``row``, or ``split`` for ``emit_lanes``). Gives:
+- ``reduce_lanes``: how many lanes the innermost reduce loop keeps (more than a vector's
+  where the loop is long: independent accumulators hide each fold's latency).
 - ``merge_lanes``: a block's lanes folded into lane 0, as a tree.
 - ``emit_lanes``: one loop over the innermost reduce variable, in blocks of ``lanes``
   elements (``omp simd`` across the block, one accumulator per lane), then the tail
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from braze import config
 from braze.codegen.cpp.accumulate import Accumulator
 from braze.codegen.cpp.exprs import ctype
 from braze.codegen.cpp.rows import SCRATCH_MAX
@@ -38,6 +41,25 @@ if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
 
 CHUNK = 4  # blocks of lanes summed in float32 before a fold into the double accumulator
+LANE_FOLDS_MIN = 8  # elements each lane folds at least where a reduce loop takes more lanes than cpp_lanes
+
+
+def reduce_lanes(kernel: CppKernel) -> int:
+    """Accumulator lanes of the innermost reduce loop of a row or split kernel: its
+    ``lanes_for``, doubled up to ``cpp_reduce_lanes_max`` while each lane still folds at
+    least ``LANE_FOLDS_MIN`` elements and, where the tail is not spread over the lanes
+    (inside other reduce loops), the tail grows no longer. A fold's latency (4 cycles for
+    an add; a max's compare and selects more) bounds a loop with one vector of
+    accumulators: an amax over a whole fp16 tensor ran 0.6x as long at 64 lanes."""
+    r = kernel.plan.reduce[-1]
+    lanes = kernel.lanes_for(r.size)
+    if not isinstance(r.size, int):
+        return lanes
+    spread = len(kernel.plan.reduce) == 1
+    while (lanes * 2 <= config.cpp_reduce_lanes_max and r.size >= LANE_FOLDS_MIN * lanes * 2
+           and (spread or r.size % (lanes * 2) == r.size % lanes)):
+        lanes *= 2
+    return lanes
 
 
 def emit_lanes(kernel: CppKernel, indent: str, var, lanes: int, body: Callable[[str, dict | None], None],

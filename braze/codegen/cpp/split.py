@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from braze.codegen.cpp.lanes import merge_lanes
+from braze.codegen.cpp.lanes import merge_lanes, reduce_lanes
 
 if TYPE_CHECKING:
     from braze.codegen.cpp.kernel import CppKernel
@@ -37,7 +37,7 @@ def emit_split(kernel: CppKernel) -> None:
             for m in members:
                 kernel.compute(m, printer, body, store_guard="if (tid == 0) ")
             continue
-        lanes = kernel.lanes_for(plan.reduce[-1].size)
+        lanes = reduce_lanes(kernel)
         accs = list({id(kernel.accs[m.name]): kernel.accs[m.name] for m in members if m.reduce_op}.values())
         kernel.declare(accs, lanes, body)
         kernel.reduce_loops(level, body, lanes, distribute=True)

@@ -30,6 +30,7 @@ from braze import config
 from braze.codegen.cpp.calls import LIBRARY_CALLS
 from braze.codegen.cpp.exprs import ctype
 from braze.codegen.cpp.halves import block_halves, narrows_half
+from braze.codegen.cpp.lanes import reduce_lanes
 from braze.ir import simplify as S
 from braze.ir import unbacked
 from braze.ir.expr import free_vars, walk
@@ -167,7 +168,7 @@ class RowStream:
         if len(plan.reduce) != 1 or not plan.outer or plan.columns:  # (column sums: a region of their own)
             return
         self.r = r = plan.reduce[0]
-        self.lanes = kernel.lanes_for(r.size)
+        self.lanes = reduce_lanes(kernel)  # (the row loop's blocks)
         if self.lanes < 4 or not _worth_it(kernel, r.size, plan.outer_numel() * r.size):
             return
         last = [level for level in plan.levels if level % 2][-1]

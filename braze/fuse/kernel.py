@@ -20,7 +20,8 @@ import torch
 
 from braze.fuse.legality import COLUMN, INNER, REDUCTION, Nest, assign_levels, build_nest, write_index
 from braze.ir import simplify as S
-from braze.ir.expr import Expr, Op, free_vars, rewrite, store_cast, substitute, var, walk
+from braze.ir import dtypes
+from braze.ir.expr import Expr, Op, cast, free_vars, rewrite, store_cast, substitute, var, walk
 from braze.ir.graph import (ERROR_RECORD, ERROR_RECORD_SIZE, ComputeNode, Graph, ReduceOp, out_vars,
                             reduce_vars)
 
@@ -223,6 +224,9 @@ def _resolve(body: Expr, members: dict, nest: Nest, level: int, expanded: dict,
         role = nest.roles[e.arg]
         if role == INNER and (nest.levels[e.arg] != level or not same_level_values):
             return store_cast(expanded[e.arg], producer.dtype)
+        if producer.is_reduction and producer.dtype in dtypes.LOW_PRECISION:
+            # eager returns a bf16/fp16 reduction rounded (a sum past 65504 is inf in fp16)
+            return cast(value_of(producer), producer.dtype)
         return store_cast(value_of(producer), producer.dtype)
     return rewrite(body, visit)
 

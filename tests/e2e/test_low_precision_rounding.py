@@ -125,3 +125,26 @@ def test_an_integer_operand_is_rounded_to_the_common_dtype_first(backend, name, 
     expected = fn(i, b)
     actual = torch.compile(fn, backend="braze")(i, b)
     assert torch.equal(actual, expected), f"{(actual != expected).sum().item()} of 1000 differ"
+
+
+REDUCED_THEN_USED = {
+    # a float16 sum past 65504 is inf in eager, whatever reads it next
+    "sum_overflows": (lambda x: (x.abs() * 300.0).sum(-1).sqrt(), torch.float16),
+    # the row sum is rounded before the subtraction reads it: exact in both dtypes
+    "sum_subtracted": (lambda x: x - x.sum(-1, keepdim=True), torch.bfloat16),
+    "sum_subtracted_f16": (lambda x: x - x.sum(-1, keepdim=True), torch.float16),
+    "amax_compared": (lambda x: x * 1.5 >= (x * 1.5).amax(-1, keepdim=True), torch.bfloat16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCED_THEN_USED))
+def test_a_reduction_read_in_its_kernel_is_rounded_as_eager_returns_it(backend, name):
+    """A bf16/fp16 reduction's result read by its consumer inside one kernel is the value
+    eager returns: rounded to its dtype (a float16 sum of 257 elements of up to ~3000 is inf)."""
+    fn, dtype = REDUCED_THEN_USED[name]
+    x = (torch.randn(64, 257, dtype=torch.float64) * 3).to(dtype)
+    expected = fn(x)
+    with Compiled() as compiled:
+        actual = torch.compile(fn, backend="braze")(x)
+    assert compiled.graphs and not compiled.failures and len(compiled.graphs[0].kernels) == 1
+    assert torch.equal(actual, expected), f"{(actual != expected).sum().item()} of {expected.numel()} differ"

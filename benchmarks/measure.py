@@ -63,9 +63,16 @@ def time_cpu(calls: dict, input_sets: list, budget_s: float = 1.0, rounds: int =
     return times
 
 
+CLOCK_WARM_S = 0.3  # busy GPU time before each timing
+
+
 def time_gpu(call: Callable, args) -> float:
-    """Median ms of ``call(args)`` through ``triton.testing.do_bench``."""
+    """Median ms of ``call(args)`` through ``triton.testing.do_bench``, after ``CLOCK_WARM_S``
+    of busy GPU: a compile leaves it idle for seconds, and a loop of host-bound tiny kernels
+    does not bring its clocks back up (on the H200 a one-row scatter timed right after a
+    compile took 13-36 us, and 4 us after a cached one)."""
     from triton.testing import do_bench
+    warm_up("cuda", CLOCK_WARM_S)
     return do_bench(lambda: call(args), warmup=25, rep=200, return_mode="median")
 
 

@@ -19,7 +19,7 @@ import torch
 
 from braze.codegen.cpp.exprs import ctype, literal
 from braze.ir import dtypes
-from braze.ir.expr import walk
+from braze.ir.expr import Op, walk
 from braze.ir.reductions import BOOL_FAMILY, FAMILY, INDEX_RESULTS, RESULT_FIELD, WIDE_FAMILIES
 
 SUFFIX = {"value": "v", "index": "i", "mean": "mean", "m2": "m2"}  # a result field's C suffix
@@ -149,9 +149,11 @@ def accumulator_for(member, name: str, short: bool = False) -> Accumulator:
 
 
 def _widest_value(value) -> int:
-    """The bytes of the widest element ``value`` is computed from (1 for bools alone)."""
-    return max([e.dtype.itemsize for e in walk(value) if e.dtype is not dtypes.INDEX and e.dtype is not torch.bool],
-               default=1)
+    """The bytes of the widest element ``value`` loads or computes in floating point (bf16 and
+    fp16 in float32); not of integer casts, which GCC folds (``i64(b) > 0`` of a bool ``b``)."""
+    nodes = walk(value)
+    return max([e.dtype.itemsize for e in nodes if e.op is Op.LOAD and e.dtype is not dtypes.INDEX]
+               + [dtypes.compute_dtype(e.dtype).itemsize for e in nodes if dtypes.is_float(e.dtype)], default=1)
 
 
 def result_of(member, acc: Accumulator, at) -> str:

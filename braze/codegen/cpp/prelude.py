@@ -86,16 +86,19 @@ BRAZE_INLINE float round_to_bf16(float f) {
 // several into one accumulator (a column max over a few rows ran 35x slower)
 template <typename T> BRAZE_INLINE T b_max(T a, T b) { const T m = a > b ? a : b; return (a != a) ? a : m; }
 template <typename T> BRAZE_INLINE T b_min(T a, T b) { const T m = a < b ? a : b; return (a != a) ? a : m; }
-// For float the NaN select is a mask of 32 bits, selected from the test, and bitwise: GCC 13
-// vectorizes no loop whose float select on a NaN test mixes mask widths with 16-bit loads (a
-// column max over fp16 rows ran 13x slower than GCC 12's), and GCC 12 no column loop over bf16
-// whose mask is made by arithmetic on the test (0u - (a != a): "control flow in loop", 2.7x)
+// GCC 13 and later: for float the NaN select is a 32-bit mask, selected from the test and
+// applied bitwise. GCC 13.3 left column max loops scalar with the select form (a column max over
+// fp16 rows 15x slower, over a channels-last float32 tensor 3.2x), while GCC 12.2 runs the select
+// form as fast or faster (the channels-last one 1.6x) and leaves a bf16 column max over a long
+// middle axis scalar when the mask is made by arithmetic on the test ("control flow in loop").
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 13
 BRAZE_INLINE float b_keep_nan(float a, float m) {
   const int32_t keep = (a != a) ? -1 : 0;
   return __builtin_bit_cast(float, (__builtin_bit_cast(int32_t, a) & keep) | (__builtin_bit_cast(int32_t, m) & ~keep));
 }
 BRAZE_INLINE float b_max(float a, float b) { return b_keep_nan(a, a > b ? a : b); }
 BRAZE_INLINE float b_min(float a, float b) { return b_keep_nan(a, a < b ? a : b); }
+#endif
 // fmax/fmin: a NaN operand loses to a number. As selects, so GCC vectorizes them (libm's
 // fmaxf and fminf are calls, which leave a clamp's loop scalar)
 template <typename T> BRAZE_INLINE T b_fmax(T a, T b) { return (b != b || a > b) ? a : b; }

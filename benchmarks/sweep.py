@@ -20,11 +20,13 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
 
 from benchmarks.measure import compare, copy_bandwidth, sync, time_cpu, time_gpu
+from benchmarks.run import private_caches
 from benchmarks.sweep_grid import build, draw
 
 COMPILERS = ("eager", "inductor", "braze")
@@ -40,6 +42,9 @@ def main(argv=None) -> None:
     parser.add_argument("--max-minutes", type=float, default=1e9, help="stop drawing new points after this")
     ns = parser.parse_args(argv)
     import braze  # noqa: F401  (registers the backend)
+    # fresh caches: cold compiles, and no Inductor kernel from a run at another thread count
+    # (Inductor's CPU kernels keep the count they were compiled for)
+    private_caches(tempfile.mkdtemp(prefix="braze-sweep-"))
     copy = copy_bandwidth(ns.device) if ns.device != "cpu" else None
     start, rows = time.time(), []
     for point in draw(ns.seed, ns.points, ns.elements):

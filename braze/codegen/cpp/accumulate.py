@@ -33,8 +33,9 @@ class Accumulator:
     # each lane folds few elements in sequence (at most ``LANE_CHAIN_MAX``: a short row's, or
     # a float32 partial of a few blocks, ``narrow``): float32 is as exact as double there
     short: bool = False
-    # a bool accumulator's bytes: those of the widest value it is computed from, so that a
-    # vectorized loop keeps one lane width (an ``any`` of float32 comparisons in bytes: 3x slower)
+    # a bool accumulator's bytes: those of the widest element it loads or computes in floating
+    # point (``_widest_value``), so that a vectorized loop keeps one lane width (an ``any`` of
+    # float32 comparisons in bytes: 3x slower)
     bool_bytes: int = 1
 
     @property

@@ -124,12 +124,12 @@ class CPrinter(PrintScope[str]):
             return self.names[e]
         if op is Op.VALUE:
             return self.values[e.arg]
-        args = [self.memo.get(id(a)) for a in e.args]
+        if _round_trip(e):
+            return self._temp(e.dtype, f"{ROUND_TO_LOW[e.args[0].dtype]}({self.memo[id(e.args[0].args[0])]})")
+        args = [self.memo[id(a)] for a in e.args]
         if op is Op.LOAD:
             element = f"{e.arg}[{self._position(e)}]"
             return self._temp(e.dtype, f"({element} != 0)" if e.dtype is torch.bool else element)
-        if op is Op.CAST and _round_trip(e):
-            return self._temp(e.dtype, f"{ROUND_TO_LOW[e.args[0].dtype]}({self.memo[id(e.args[0].args[0])]})")
         if op is Op.CAST:
             return self._temp(e.dtype, convert(args[0], e.args[0].dtype, e.dtype, _truncated_float(e.args[0])))
         if op is Op.WHERE:

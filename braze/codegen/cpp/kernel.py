@@ -63,7 +63,7 @@ from braze.fuse.legality import COLUMN, reads_columns
 from braze import config
 from braze.ir import symbols, unbacked
 from braze.ir.expr import Expr, Op, free_vars, walk
-from braze.ir.reductions import LANE_CHAIN_MAX
+from braze.ir.reductions import FAMILY, LANE_CHAIN_MAX
 
 PARALLEL_MIN_WORK = 1 << 15  # elements below which threads cost more than they give
 SPLIT_MIN_REDUCE = 1 << 13
@@ -252,7 +252,7 @@ class CppKernel:
         unique: dict = {}
         short = self._short_chains()
         for m in members:
-            key = (accumulator_for(m, "").family, id(m.value))
+            key = (FAMILY[m.reduce_op], id(m.value))
             if key not in unique:
                 unique[key] = accumulator_for(m, self.array_name("a"), short)
             self.accs[m.name] = unique[key]
